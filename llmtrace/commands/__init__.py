@@ -1,0 +1,1 @@
+"""One module per ``llmtrace`` subcommand (see ``llmtrace.cli``)."""

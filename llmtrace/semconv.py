@@ -1,0 +1,152 @@
+"""Every attribute name and stage name llmtrace writes or reads, defined once.
+
+Standard names follow the OpenTelemetry GenAI semantic conventions (v1.41.0) and the HTTP/DB
+conventions; only what has no standard name lives under ``llmtrace.*``.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# --- the stage vocabulary (a contract: tests, docs and the report use these exact names) -----
+STAGE: Final = "llmtrace.stage"
+
+Stage = Literal[
+    "queue",
+    "load",
+    "prompt",
+    "embedding",
+    "retrieval",
+    "rerank",
+    "cache",
+    "ttft",
+    "generation",
+    "tool",
+    "network",
+    "postprocess",
+    "other",
+]
+STAGES: Final[tuple[str, ...]] = (
+    "queue",
+    "load",
+    "prompt",
+    "embedding",
+    "retrieval",
+    "rerank",
+    "cache",
+    "ttft",
+    "generation",
+    "tool",
+    "network",
+    "postprocess",
+    "other",
+)
+# A model-call span is recorded with this stage and split at its first token into ttft/generation.
+LLM_STAGE: Final = "ttft"
+
+# --- GenAI semantic conventions ---------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY: Final = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_CHOICE_COUNT: Final = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_ENCODING_FORMATS: Final = "gen_ai.request.encoding_formats"
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT: Final = "gen_ai.embeddings.dimension.count"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_RETRIEVAL_TOP_K: Final = "gen_ai.retrieval.top_k"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+# vLLM's server span (llm_request) carries these, in seconds.
+GEN_AI_LATENCY_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"
+GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: Final = "gen_ai.latency.time_to_first_token"
+GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
+GEN_AI_LATENCY_TIME_IN_MODEL_DECODE: Final = "gen_ai.latency.time_in_model_decode"
+GEN_AI_LATENCY_E2E: Final = "gen_ai.latency.e2e"
+
+# gen_ai.operation.name values
+OP_CHAT: Final = "chat"
+OP_TEXT_COMPLETION: Final = "text_completion"
+OP_EMBEDDINGS: Final = "embeddings"
+OP_RETRIEVAL: Final = "retrieval"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OP_GENERATE_CONTENT: Final = "generate_content"
+
+# --- general conventions ----------------------------------------------------------------------
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+HTTP_ROUTE: Final = "http.route"
+URL_FULL: Final = "url.full"
+URL_PATH: Final = "url.path"
+URL_SCHEME: Final = "url.scheme"
+DB_SYSTEM_NAME: Final = "db.system.name"
+DB_COLLECTION_NAME: Final = "db.collection.name"
+DB_OPERATION_NAME: Final = "db.operation.name"
+
+# --- llmtrace's own (no standard name exists) -------------------------------------------------
+TIME_TO_HEADERS: Final = "llmtrace.time_to_headers"
+TIME_TO_FIRST_TOKEN: Final = "llmtrace.time_to_first_token"
+GENERATION_TIME: Final = "llmtrace.generation_time"
+OUTPUT_TOKENS_PER_SECOND: Final = "llmtrace.output_tokens_per_second"
+CHUNK_COUNT: Final = "llmtrace.chunk_count"
+STREAM_END: Final = "llmtrace.stream.end"  # completed | closed | abandoned | error
+USAGE_INPUT_TOKENS_ESTIMATED: Final = "llmtrace.usage.input_tokens_estimated"
+USAGE_OUTPUT_TOKENS_ESTIMATED: Final = "llmtrace.usage.output_tokens_estimated"
+RETRIEVAL_RETURNED: Final = "llmtrace.retrieval.returned"
+RERANK_TOP_N: Final = "llmtrace.rerank.top_n"
+RERANK_INPUT_COUNT: Final = "llmtrace.rerank.input_count"
+EMBEDDING_INPUT_COUNT: Final = "llmtrace.embedding.input_count"
+EMBEDDING_BATCH_SIZE: Final = "llmtrace.embedding.batch_size"
+PROMPT_CHARS: Final = "llmtrace.prompt.chars"
+# HTTP transport phases (seconds), from the client's own hooks.
+HTTP_PREFIX: Final = "llmtrace.http."
+HTTP_CONNECT: Final = "llmtrace.http.connect"
+HTTP_TLS: Final = "llmtrace.http.tls"
+HTTP_REQUEST_SENT: Final = "llmtrace.http.request_sent"
+HTTP_RESPONSE_HEADERS: Final = "llmtrace.http.response_headers"
+HTTP_BODY_COMPLETE: Final = "llmtrace.http.body_complete"
+# Server-reported timings (seconds) returned in a response body or header.
+SERVER_PREFIX: Final = "llmtrace.server."
+SERVER_QUEUE_TIME: Final = "llmtrace.server.queue_time"
+SERVER_PROMPT_TIME: Final = "llmtrace.server.prompt_time"
+SERVER_GENERATION_TIME: Final = "llmtrace.server.generation_time"
+SERVER_PROCESSING_TIME: Final = "llmtrace.server.processing_time"
+SERVER_TIME_TO_FIRST_TOKEN: Final = "llmtrace.server.time_to_first_token"
+# Server middleware: proxy queueing from X-Request-Start.
+SERVER_PROXY_QUEUE_TIME: Final = "llmtrace.server.proxy_queue_time"
+# Benchmark runs.
+BENCH_RUN: Final = "llmtrace.bench.run"
+BENCH_QUESTION_ID: Final = "llmtrace.bench.question_id"
+BENCH_CONCURRENCY: Final = "llmtrace.bench.concurrency"
+BENCH_QUESTION_SET_HASH: Final = "llmtrace.bench.question_set_hash"
+BENCH_WARMUP: Final = "llmtrace.bench.warmup"
+
+# Instrumentation scope name used for every tracer and meter llmtrace creates.
+SCOPE_NAME: Final = "llmtrace"
