@@ -139,8 +139,11 @@ SERVER_PROMPT_TIME: Final = "llmtrace.server.prompt_time"
 SERVER_GENERATION_TIME: Final = "llmtrace.server.generation_time"
 SERVER_PROCESSING_TIME: Final = "llmtrace.server.processing_time"
 SERVER_TIME_TO_FIRST_TOKEN: Final = "llmtrace.server.time_to_first_token"
+SERVER_INFERENCE_TIME: Final = "llmtrace.server.inference_time"
 # Server middleware: proxy queueing from X-Request-Start.
 SERVER_PROXY_QUEUE_TIME: Final = "llmtrace.server.proxy_queue_time"
+# Queue-stage spans: which queue (semaphore, worker pool, proxy) was waited for.
+QUEUE_NAME: Final = "llmtrace.queue.name"
 # Benchmark runs.
 BENCH_RUN: Final = "llmtrace.bench.run"
 BENCH_QUESTION_ID: Final = "llmtrace.bench.question_id"
