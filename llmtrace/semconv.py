@@ -109,6 +109,7 @@ URL_SCHEME: Final = "url.scheme"
 DB_SYSTEM_NAME: Final = "db.system.name"
 DB_COLLECTION_NAME: Final = "db.collection.name"
 DB_OPERATION_NAME: Final = "db.operation.name"
+DB_OPERATION_BATCH_SIZE: Final = "db.operation.batch.size"
 
 # --- llmtrace's own (no standard name exists) -------------------------------------------------
 TIME_TO_HEADERS: Final = "llmtrace.time_to_headers"
