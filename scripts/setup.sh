@@ -54,7 +54,7 @@ if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   mkdir -p "$LLAMA_WHEEL_DIR"
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "${PIP[@]}" wheel --no-deps -v -w "$LLAMA_WHEEL_DIR" \
     "llama-cpp-python==$LLAMA_CPP_VERSION" 2>&1 \
-    | grep --line-buffered -E '^\s*\[ *[0-9]+%\]|Building|Successfully|ERROR|error:' || true
+    | grep --line-buffered -E '^\s*\[ *[0-9]+(%|/[0-9]+)\]|Building|Successfully|ERROR|error:' || true
   ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1 || { log "llama-cpp-python build failed"; exit 1; }
 else
   log "llama-cpp-python $LLAMA_CPP_VERSION: using cached wheel"

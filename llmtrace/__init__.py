@@ -1,0 +1,72 @@
+"""llmtrace: where did a slow LLM request's time go?
+
+The whole public API::
+
+    import llmtrace
+    llmtrace.init(service_name="support-bot")
+
+    @llmtrace.workflow
+    def answer(question): ...
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from llmtrace.config import force_flush, init, settings, shutdown
+from llmtrace.decorators import (
+    SpanDecorator,
+    embedding,
+    llm,
+    mark_first_token,
+    record_usage,
+    rerank,
+    retrieval,
+    set_attributes,
+    span,
+    stage,
+    tool,
+    workflow,
+)
+from llmtrace.errors import ConfigError, LLMTraceError
+from llmtrace.semconv import STAGES
+
+
+def instrument(names: list[str] | None = None) -> list[str]:
+    """Auto-instrument the installed libraries (or just ``names``); returns what was instrumented."""
+    from llmtrace.instrumentation.registry import instrument as _instrument
+
+    return _instrument(names)
+
+
+def uninstrument() -> None:
+    """Undo ``instrument()``: the original library methods are restored."""
+    from llmtrace.instrumentation.registry import uninstrument as _uninstrument
+
+    _uninstrument()
+
+
+__all__ = [
+    "STAGES",
+    "ConfigError",
+    "LLMTraceError",
+    "SpanDecorator",
+    "__version__",
+    "embedding",
+    "force_flush",
+    "init",
+    "instrument",
+    "llm",
+    "mark_first_token",
+    "record_usage",
+    "rerank",
+    "retrieval",
+    "set_attributes",
+    "settings",
+    "shutdown",
+    "span",
+    "stage",
+    "tool",
+    "uninstrument",
+    "workflow",
+]

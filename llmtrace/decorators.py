@@ -1,0 +1,637 @@
+"""Decorators and context managers that put a function or a block in a stage-tagged span.
+
+``@workflow @llm @retrieval @embedding @rerank @tool @stage(name)`` and ``span(name, ...)``. Each
+decorator works with or without parentheses, on functions, coroutines, generators and async
+generators, methods, staticmethods and classmethods, and keeps the wrapped function's signature.
+
+Generators get their span attached to the context only while they run a step (rule 3 of
+DESIGN.md): between ``yield``s the caller's context is untouched, so nothing leaks into the caller
+and nothing is detached in a context it was not attached in. ``@llm`` generators are timed by the
+shared stream lifecycle (``llmtrace.streaming``): the first non-empty item is the first token.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from contextvars import ContextVar
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
+
+from llmtrace import config, semconv
+from llmtrace._safety import log_once
+from llmtrace.errors import ConfigError
+from llmtrace.streaming import NullParser, StreamRecorder, record_error
+
+logger = logging.getLogger(__name__)
+_tracer = trace.get_tracer(semconv.SCOPE_NAME)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Model calls in flight, by span id: mark_first_token() and record_usage() find their timer here.
+_llm_calls: dict[int, _LLMCall] = {}
+
+
+class _LLMCall(NullParser):
+    """Timing of one ``@llm`` call: a stream recorder whose output-token count comes from
+    ``record_usage()`` (a decorated function knows its usage; the recorder does not)."""
+
+    __slots__ = ("recorder", "tokens_out")
+
+    def __init__(self, span: Span, started_at: float, streaming: bool) -> None:
+        self.tokens_out: int | None = None
+        self.recorder = StreamRecorder(span, started_at, self, streaming=streaming)
+
+    def output_tokens(self) -> int | None:
+        return self.tokens_out
+
+
+class _SpanSpec:
+    """What to create: a span name (or None: the function's name), kind and start attributes."""
+
+    __slots__ = ("attributes", "is_llm", "kind", "name", "returned_count")
+
+    def __init__(
+        self,
+        name: str | None,
+        attributes: Mapping[str, Any],
+        kind: SpanKind = SpanKind.INTERNAL,
+        is_llm: bool = False,
+        returned_count: bool = False,
+    ) -> None:
+        self.name = name
+        self.attributes = {k: v for k, v in attributes.items() if v is not None}
+        self.kind = kind
+        self.is_llm = is_llm
+        self.returned_count = returned_count
+
+
+def _skip() -> bool:
+    """Nothing is recorded for this call: llmtrace samples nothing, or the parent was dropped by
+    a parent-based sampler (children of an unsampled span are never sampled either)."""
+    if config.drop_all:
+        return True
+    parent = trace.get_current_span().get_span_context()
+    return parent.is_valid and not parent.trace_flags.sampled
+
+
+def _start(spec: _SpanSpec, name: str) -> Span:
+    return _tracer.start_span(name, kind=spec.kind, attributes=spec.attributes)
+
+
+def _on_result(spec: _SpanSpec, span: Span, result: Any) -> None:
+    if spec.returned_count and span.is_recording():
+        try:
+            span.set_attribute(semconv.RETRIEVAL_RETURNED, len(result))
+        except TypeError:
+            pass
+
+
+def _end_ok(span: Span, call: _LLMCall | None) -> None:
+    if call is not None:
+        _llm_calls.pop(span.get_span_context().span_id, None)
+        call.recorder.end("completed")
+    else:
+        span.end()
+
+
+def _end_error(span: Span, call: _LLMCall | None, exc: BaseException) -> None:
+    if call is not None:
+        _llm_calls.pop(span.get_span_context().span_id, None)
+        call.recorder.end_from_exception(exc)
+        return
+    try:
+        record_error(span, exc)
+    finally:
+        span.end()
+
+
+def _begin(spec: _SpanSpec, name: str, started_at: float, streaming: bool) -> tuple[Span, _LLMCall | None]:
+    span = _start(spec, name)
+    call = None
+    if spec.is_llm and span.is_recording():
+        call = _LLMCall(span, started_at, streaming)
+        _llm_calls[span.get_span_context().span_id] = call
+    return span, call
+
+
+def _wrap_function(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., Any]:
+    name = spec.name or func.__qualname__
+
+    @functools.wraps(func)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _skip():
+            return func(*args, **kwargs)
+        try:
+            span, call = _begin(spec, name, time.monotonic(), False)
+            token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            log_once(logger, f"span start failed for {name}")
+            return func(*args, **kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            otel_context.detach(token)
+            _guarded_end_error(span, call, exc)
+            raise
+        otel_context.detach(token)
+        _guarded_end_ok(spec, span, call, result)
+        return result
+
+    return sync_wrapper
+
+
+def _wrap_coroutine(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., Any]:
+    name = spec.name or func.__qualname__
+
+    @functools.wraps(func)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _skip():
+            return await func(*args, **kwargs)
+        try:
+            span, call = _begin(spec, name, time.monotonic(), False)
+            token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            log_once(logger, f"span start failed for {name}")
+            return await func(*args, **kwargs)
+        try:
+            result = await func(*args, **kwargs)
+        except BaseException as exc:
+            otel_context.detach(token)
+            _guarded_end_error(span, call, exc)
+            raise
+        otel_context.detach(token)
+        _guarded_end_ok(spec, span, call, result)
+        return result
+
+    return async_wrapper
+
+
+def _guarded_end_ok(spec: _SpanSpec, span: Span, call: _LLMCall | None, result: Any) -> None:
+    try:
+        _on_result(spec, span, result)
+        _end_ok(span, call)
+    except Exception:
+        log_once(logger, "span end failed")
+
+
+def _guarded_end_error(span: Span, call: _LLMCall | None, exc: BaseException) -> None:
+    try:
+        _end_error(span, call, exc)
+    except Exception:
+        log_once(logger, "span end failed")
+
+
+def _wrap_generator(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., Any]:
+    name = spec.name or func.__qualname__
+
+    @functools.wraps(func)
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        if _skip():
+            return (yield from func(*args, **kwargs))
+        try:
+            span, call = _begin(spec, name, time.monotonic(), True)
+            span_context = trace.set_span_in_context(span)
+        except Exception:
+            log_once(logger, f"span start failed for {name}")
+            return (yield from func(*args, **kwargs))
+        recorder = call.recorder if call is not None else None
+        generator = func(*args, **kwargs)
+        to_send: Any = None
+        to_throw: BaseException | None = None
+        while True:
+            token = otel_context.attach(span_context)
+            try:
+                if to_throw is not None:
+                    exc, to_throw = to_throw, None
+                    item = generator.throw(exc)
+                else:
+                    item = generator.send(to_send)
+            except StopIteration as stop:
+                otel_context.detach(token)
+                _guarded_end_ok(spec, span, call, stop.value)
+                return stop.value
+            except BaseException as exc:
+                otel_context.detach(token)
+                _guarded_end_error(span, call, exc)
+                raise
+            otel_context.detach(token)
+            if recorder is not None:
+                recorder.on_chunk(item)
+            try:
+                to_send = yield item
+            except GeneratorExit:
+                # The caller closed the generator (break, close(), or garbage collection).
+                token = otel_context.attach(span_context)
+                try:
+                    generator.close()
+                finally:
+                    otel_context.detach(token)
+                    _guarded_end_closed(span, call)
+                raise
+            except BaseException as exc:
+                to_throw = exc
+
+    return gen_wrapper
+
+
+def _guarded_end_closed(span: Span, call: _LLMCall | None) -> None:
+    try:
+        if call is not None:
+            _llm_calls.pop(span.get_span_context().span_id, None)
+            call.recorder.end("closed")
+        else:
+            span.set_attribute(semconv.STREAM_END, "closed")
+            span.end()
+    except Exception:
+        log_once(logger, "span end failed")
+
+
+def _wrap_async_generator(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., Any]:
+    name = spec.name or func.__qualname__
+
+    @functools.wraps(func)
+    async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        if _skip():
+            async for item in func(*args, **kwargs):
+                yield item
+            return
+        try:
+            span, call = _begin(spec, name, time.monotonic(), True)
+            span_context = trace.set_span_in_context(span)
+        except Exception:
+            log_once(logger, f"span start failed for {name}")
+            async for item in func(*args, **kwargs):
+                yield item
+            return
+        recorder = call.recorder if call is not None else None
+        generator = func(*args, **kwargs)
+        to_send: Any = None
+        to_throw: BaseException | None = None
+        while True:
+            token = otel_context.attach(span_context)
+            try:
+                if to_throw is not None:
+                    exc, to_throw = to_throw, None
+                    item = await generator.athrow(exc)
+                else:
+                    item = await generator.asend(to_send)
+            except StopAsyncIteration:
+                otel_context.detach(token)
+                _guarded_end_ok(spec, span, call, None)
+                return
+            except BaseException as exc:
+                otel_context.detach(token)
+                _guarded_end_error(span, call, exc)
+                raise
+            otel_context.detach(token)
+            if recorder is not None:
+                recorder.on_chunk(item)
+            try:
+                to_send = yield item
+            except GeneratorExit:
+                token = otel_context.attach(span_context)
+                try:
+                    await generator.aclose()
+                finally:
+                    otel_context.detach(token)
+                    _guarded_end_closed(span, call)
+                raise
+            except BaseException as exc:
+                to_throw = exc
+
+    return agen_wrapper
+
+
+def _wrap(func: Any, spec: _SpanSpec) -> Any:
+    if isinstance(func, staticmethod):
+        return staticmethod(_wrap(func.__func__, spec))
+    if isinstance(func, classmethod):
+        return classmethod(_wrap(func.__func__, spec))
+    if not callable(func):
+        raise TypeError(f"llmtrace decorators wrap functions, not {type(func).__name__}")
+    if inspect.isasyncgenfunction(func):
+        return _wrap_async_generator(func, spec)
+    if inspect.isgeneratorfunction(func):
+        return _wrap_generator(func, spec)
+    if inspect.iscoroutinefunction(func):
+        return _wrap_coroutine(func, spec)
+    return _wrap_function(func, spec)
+
+
+class _Scope:
+    """One entered span: ``with`` / ``async with`` and the decorator form share this."""
+
+    __slots__ = ("_call", "_span", "_token")
+
+    def __init__(self, spec: _SpanSpec, name: str) -> None:
+        self._span: Span = trace.INVALID_SPAN
+        self._call: _LLMCall | None = None
+        self._token: object | None = None
+        if _skip():
+            return
+        try:
+            self._span, self._call = _begin(spec, name, time.monotonic(), False)
+            self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        except Exception:
+            log_once(logger, f"span start failed for {name}")
+
+    def close(self, exc: BaseException | None) -> None:
+        if self._token is None:
+            return
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+        self._token = None
+        if exc is None:
+            _guarded_end_ok(_NO_RESULT, self._span, self._call, None)
+        else:
+            _guarded_end_error(self._span, self._call, exc)
+
+
+_NO_RESULT = _SpanSpec(None, {})
+
+
+class SpanDecorator:
+    """A span to create around a function (decorator) or a block (``with`` / ``async with``)."""
+
+    def __init__(self, spec: _SpanSpec, default_name: str | None = None) -> None:
+        self._spec = spec
+        self._default_name = default_name
+        self._scopes: ContextVar[tuple[_Scope, ...]] = ContextVar("llmtrace_scopes", default=())
+
+    @overload
+    def __call__(self, func: F) -> F: ...
+    @overload
+    def __call__(self, func: Any) -> Any: ...
+    def __call__(self, func: Any) -> Any:
+        return _wrap(func, self._spec)
+
+    def __enter__(self) -> Span:
+        name = self._spec.name or self._default_name or "span"
+        scope = _Scope(self._spec, name)
+        self._scopes.set((*self._scopes.get(), scope))
+        return scope._span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scopes = self._scopes.get()
+        if not scopes:
+            return
+        self._scopes.set(scopes[:-1])
+        scopes[-1].close(exc)
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def _check_stage(stage: str) -> str:
+    if stage not in semconv.STAGES:
+        raise ConfigError(f"stage {stage!r} is not in the vocabulary; accepted: {', '.join(semconv.STAGES)}")
+    return stage
+
+
+def _decorator_or_factory(func: Any, make: Callable[[], SpanDecorator]) -> Any:
+    """``@dec`` and ``@dec(...)`` both work: with a function, wrap it; without, return the decorator."""
+    decorator = make()
+    if func is None:
+        return decorator
+    return decorator(func)
+
+
+def workflow(func: Any = None, *, name: str | None = None, **attributes: Any) -> Any:
+    """The request or job as a whole: usually the root span of a trace (stage ``other``)."""
+    return _decorator_or_factory(
+        func,
+        lambda: SpanDecorator(
+            _SpanSpec(name, {semconv.STAGE: "other", **attributes}), default_name="workflow"
+        ),
+    )
+
+
+def llm(
+    func: Any = None,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+    operation: str = semconv.OP_CHAT,
+    name: str | None = None,
+    **attributes: Any,
+) -> Any:
+    """A model call: CLIENT span ``{operation} {model}``, split by the report at its first token."""
+    span_name = name or (f"{operation} {model}" if model else operation)
+    return _decorator_or_factory(
+        func,
+        lambda: SpanDecorator(
+            _SpanSpec(
+                span_name,
+                {
+                    semconv.STAGE: semconv.LLM_STAGE,
+                    semconv.GEN_AI_OPERATION_NAME: operation,
+                    semconv.GEN_AI_PROVIDER_NAME: provider,
+                    semconv.GEN_AI_REQUEST_MODEL: model,
+                    **attributes,
+                },
+                kind=SpanKind.CLIENT,
+                is_llm=True,
+            )
+        ),
+    )
+
+
+def retrieval(
+    func: Any = None,
+    *,
+    data_source: str | None = None,
+    top_k: int | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> Any:
+    """A vector or keyword search. A returned sequence's length is recorded as the returned count."""
+    span_name = name or (f"retrieval {data_source}" if data_source else "retrieval")
+    return _decorator_or_factory(
+        func,
+        lambda: SpanDecorator(
+            _SpanSpec(
+                span_name,
+                {
+                    semconv.STAGE: "retrieval",
+                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_RETRIEVAL,
+                    semconv.GEN_AI_DATA_SOURCE_ID: data_source,
+                    semconv.GEN_AI_RETRIEVAL_TOP_K: top_k,
+                    **attributes,
+                },
+                returned_count=True,
+            )
+        ),
+    )
+
+
+def embedding(
+    func: Any = None, *, model: str | None = None, name: str | None = None, **attributes: Any
+) -> Any:
+    """Computing embeddings: span ``embeddings {model}``."""
+    span_name = name or (f"embeddings {model}" if model else "embeddings")
+    return _decorator_or_factory(
+        func,
+        lambda: SpanDecorator(
+            _SpanSpec(
+                span_name,
+                {
+                    semconv.STAGE: "embedding",
+                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_EMBEDDINGS,
+                    semconv.GEN_AI_REQUEST_MODEL: model,
+                    **attributes,
+                },
+            )
+        ),
+    )
+
+
+def rerank(
+    func: Any = None,
+    *,
+    model: str | None = None,
+    top_n: int | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> Any:
+    """Reranking retrieved candidates."""
+    span_name = name or (f"rerank {model}" if model else "rerank")
+    return _decorator_or_factory(
+        func,
+        lambda: SpanDecorator(
+            _SpanSpec(
+                span_name,
+                {
+                    semconv.STAGE: "rerank",
+                    semconv.GEN_AI_REQUEST_MODEL: model,
+                    semconv.RERANK_TOP_N: top_n,
+                    **attributes,
+                },
+            )
+        ),
+    )
+
+
+def tool(func: Any = None, *, name: str | None = None, **attributes: Any) -> Any:
+    """A tool or function execution: span ``execute_tool {name}``."""
+
+    def make(tool_name: str | None) -> SpanDecorator:
+        return SpanDecorator(
+            _SpanSpec(
+                f"execute_tool {tool_name}" if tool_name else None,
+                {
+                    semconv.STAGE: "tool",
+                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
+                    semconv.GEN_AI_TOOL_NAME: tool_name,
+                    **attributes,
+                },
+            ),
+            default_name="execute_tool",
+        )
+
+    if func is None:
+        return make(name)
+    return make(name or getattr(func, "__name__", None) or getattr(getattr(func, "__func__", None), "__name__", None))(func)
+
+
+def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> SpanDecorator:
+    """Any stage of the vocabulary, as a decorator or as a (async) context manager."""
+    _check_stage(stage_name)
+    return SpanDecorator(
+        _SpanSpec(name, {semconv.STAGE: stage_name, **attributes}), default_name=stage_name
+    )
+
+
+def span(name: str, *, stage: str | None = None, kind: SpanKind = SpanKind.INTERNAL, **attributes: Any) -> SpanDecorator:
+    """A span around a block: ``with llmtrace.span("load index", stage="load"):``.
+
+    Without ``stage`` the span inherits its parent's stage in the report.
+    """
+    if stage is not None:
+        _check_stage(stage)
+    is_llm = stage == semconv.LLM_STAGE
+    return SpanDecorator(
+        _SpanSpec(name, {semconv.STAGE: stage, **attributes}, kind=kind, is_llm=is_llm)
+    )
+
+
+# --- helpers acting on the current span ------------------------------------------------------
+
+
+def set_attributes(attributes: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+    """Set attributes on the current span (``None`` values are skipped)."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return
+    merged = {**(attributes or {}), **kwargs}
+    current.set_attributes({k: v for k, v in merged.items() if v is not None})
+
+
+def record_usage(
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    *,
+    cache_read_input_tokens: int | None = None,
+    cache_creation_input_tokens: int | None = None,
+    reasoning_output_tokens: int | None = None,
+    estimated: bool = False,
+) -> None:
+    """Token counts of the current model call. Counts the provider did not report are estimates:
+    pass ``estimated=True`` and they go to ``llmtrace.usage.*_estimated``, never ``gen_ai.usage.*``."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return
+    if estimated:
+        set_attributes(
+            {
+                semconv.USAGE_INPUT_TOKENS_ESTIMATED: input_tokens,
+                semconv.USAGE_OUTPUT_TOKENS_ESTIMATED: output_tokens,
+            }
+        )
+    else:
+        set_attributes(
+            {
+                semconv.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
+                semconv.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
+                semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: cache_read_input_tokens,
+                semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: cache_creation_input_tokens,
+                semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: reasoning_output_tokens,
+            }
+        )
+    call = _llm_calls.get(current.get_span_context().span_id)
+    if call is not None and output_tokens is not None:
+        call.tokens_out = output_tokens
+
+
+def mark_first_token() -> None:
+    """The current model call produced its first output token now (for non-generator ``@llm``
+    functions that consume a stream themselves). Later calls keep the first time."""
+    current = trace.get_current_span()
+    call = _llm_calls.get(current.get_span_context().span_id)
+    if call is None:
+        return
+    recorder = call.recorder
+    if recorder.first_token_at is None:
+        now = time.monotonic()
+        recorder.first_token_at = now
+        if recorder.first_chunk_at is None:
+            recorder.first_chunk_at = now

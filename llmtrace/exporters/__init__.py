@@ -1,0 +1,1 @@
+"""Span exporters llmtrace adds to the OpenTelemetry SDK's own."""

@@ -1,0 +1,313 @@
+"""The one stream lifecycle every provider instrumentation shares.
+
+A :class:`StreamRecorder` owns a model-call span from the moment the request is issued until the
+stream ends. It measures on the monotonic clock: time to the first chunk, time to the first chunk
+that carries output content (a role-only or empty delta does not count), chunk count and the end.
+It ends its span exactly once, whichever way the stream ends:
+
+==========================  ===================  ===============
+how the stream ends          ``llmtrace.stream.end``  span status
+==========================  ===================  ===============
+exhausted                    ``completed``        OK
+``break`` / ``close()``      ``closed``           UNSET
+context-manager exit         ``closed``           UNSET
+never iterated, dropped      ``abandoned``        UNSET
+partially read, dropped      ``abandoned``        UNSET
+exception from the stream    ``error``            ERROR
+exception in the caller      ``error``            ERROR (via ``__exit__``) / ``abandoned``
+``asyncio.CancelledError``   ``cancelled``        UNSET
+==========================  ===================  ===============
+
+Provider-specific knowledge (what a chunk looks like) is plugged in through :class:`ChunkParser`;
+the wrappers :class:`TracedStream` and :class:`TracedAsyncStream` are transparent proxies, so the
+caller sees the provider's own stream object, attributes and methods.
+
+The recorder never attaches its span to the context (rule 3 of DESIGN.md): nothing leaks into the
+caller between chunks, and nothing has to be detached in another context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from types import TracebackType
+from typing import Any, Protocol
+
+import wrapt
+from opentelemetry.trace import Span, Status, StatusCode
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+
+logger = logging.getLogger(__name__)
+
+
+class ChunkParser(Protocol):
+    """What a provider instrumentation tells the recorder about its chunks (O(1) state)."""
+
+    def has_content(self, chunk: Any) -> bool:
+        """True when the chunk carries output content (counts for time to first token)."""
+        ...
+
+    def observe(self, chunk: Any) -> None:
+        """Remember what the chunk says: usage, finish reasons, response id and model."""
+        ...
+
+    def finish(self, span: Span) -> None:
+        """Write what was remembered onto the span, just before it ends."""
+        ...
+
+    def output_tokens(self) -> int | None:
+        """Output tokens the provider reported, or None when it did not."""
+        ...
+
+
+class NullParser:
+    """A parser for streams whose chunks need no provider knowledge: every non-empty chunk counts."""
+
+    def has_content(self, chunk: Any) -> bool:
+        return bool(chunk)
+
+    def observe(self, chunk: Any) -> None:
+        return None
+
+    def finish(self, span: Span) -> None:
+        return None
+
+    def output_tokens(self) -> int | None:
+        return None
+
+
+def record_error(span: Span, exc: BaseException) -> None:
+    """Mark a span failed with the exception's type, as the semantic conventions ask."""
+    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+
+
+class StreamRecorder:
+    """Timing and the end of one streamed model call. Thread-safe to end; O(1) state."""
+
+    __slots__ = (
+        "__weakref__",
+        "_end_lock",
+        "chunk_count",
+        "ended",
+        "first_chunk_at",
+        "first_token_at",
+        "parser",
+        "span",
+        "started_at",
+        "streaming",
+    )
+
+    def __init__(
+        self,
+        span: Span,
+        started_at: float | None = None,
+        parser: ChunkParser | None = None,
+        streaming: bool = True,
+    ) -> None:
+        self.span = span
+        self.streaming = streaming
+        self.started_at = time.monotonic() if started_at is None else started_at
+        self.parser: ChunkParser = parser if parser is not None else NullParser()
+        self.first_chunk_at: float | None = None
+        self.first_token_at: float | None = None
+        self.chunk_count = 0
+        self.ended = False
+        self._end_lock = threading.Lock()
+
+    def on_chunk(self, chunk: Any) -> None:
+        """Called once per chunk, before the caller sees it. Never raises."""
+        try:
+            now = time.monotonic()
+            self.chunk_count += 1
+            if self.first_chunk_at is None:
+                self.first_chunk_at = now
+            parser = self.parser
+            if self.first_token_at is None and parser.has_content(chunk):
+                self.first_token_at = now
+            parser.observe(chunk)
+        except Exception:
+            log_once(logger, "stream chunk observation failed")
+
+    def end(self, how: str, exc: BaseException | None = None) -> None:
+        """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
+        with self._end_lock:
+            if self.ended:
+                return
+            self.ended = True
+        span = self.span
+        try:
+            ended_at = time.monotonic()
+            attributes: dict[str, Any] = (
+                {semconv.STREAM_END: how, semconv.CHUNK_COUNT: self.chunk_count}
+                if self.streaming
+                else {}
+            )
+            if self.first_chunk_at is not None:
+                attributes[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                    self.first_chunk_at - self.started_at
+                )
+            if self.first_token_at is not None:
+                generation_time = ended_at - self.first_token_at
+                attributes[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
+                attributes[semconv.GENERATION_TIME] = generation_time
+                tokens = self.parser.output_tokens()
+                if tokens and generation_time > 0:
+                    attributes[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            span.set_attributes(attributes)
+            self.parser.finish(span)
+            if how == "completed":
+                span.set_status(Status(StatusCode.OK))
+            elif how == "error" and exc is not None:
+                record_error(span, exc)
+        except Exception:
+            log_once(logger, "stream end recording failed")
+        finally:
+            try:
+                span.end()
+            except Exception:
+                log_once(logger, "span end failed")
+
+    def end_from_exception(self, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            self.end("cancelled")
+        elif isinstance(exc, GeneratorExit):
+            self.end("closed")
+        else:
+            self.end("error", exc)
+
+
+def _abandon(recorder: StreamRecorder) -> None:
+    recorder.end("abandoned")
+
+
+class TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """A synchronous stream (iterator, optionally a context manager) that reports to a recorder."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        self._self_recorder = recorder
+        self._self_iterator: Iterator[Any] | None = None
+        # Dropped without being finished (never iterated, or partially read): end as abandoned.
+        # The finalizer holds the recorder, never the proxy, so it does not keep the proxy alive.
+        self._self_finalizer = weakref.finalize(self, _abandon, recorder)
+
+    def __iter__(self) -> TracedStream:
+        return self
+
+    def __next__(self) -> Any:
+        recorder = self._self_recorder
+        iterator = self._self_iterator
+        if iterator is None:
+            iterator = self._self_iterator = iter(self.__wrapped__)
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            recorder.end("completed")
+            raise
+        except BaseException as exc:
+            recorder.end_from_exception(exc)
+            raise
+        recorder.on_chunk(chunk)
+        return chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.__wrapped__, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._self_recorder.end("closed")
+
+    def __enter__(self) -> TracedStream:
+        enter = getattr(self.__wrapped__, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__exit__", None)
+            return exit_(exc_type, exc, tb) if exit_ is not None else None
+        finally:
+            if exc is None:
+                self._self_recorder.end("closed")
+            else:
+                self._self_recorder.end_from_exception(exc)
+
+
+class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """An asynchronous stream (async iterator, optionally an async context manager)."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        self._self_recorder = recorder
+        self._self_iterator: AsyncIterator[Any] | None = None
+        self._self_finalizer = weakref.finalize(self, _abandon, recorder)
+
+    def __aiter__(self) -> TracedAsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        recorder = self._self_recorder
+        iterator = self._self_iterator
+        if iterator is None:
+            iterator = self._self_iterator = self.__wrapped__.__aiter__()
+        try:
+            chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            recorder.end("completed")
+            raise
+        except BaseException as exc:
+            recorder.end_from_exception(exc)
+            raise
+        recorder.on_chunk(chunk)
+        return chunk
+
+    async def aclose(self) -> None:
+        try:
+            for name in ("aclose", "close"):
+                close = getattr(self.__wrapped__, name, None)
+                if close is not None:
+                    result = close()
+                    if asyncio.iscoroutine(result):
+                        await result
+                    break
+        finally:
+            self._self_recorder.end("closed")
+
+    async def close(self) -> None:
+        await self.aclose()
+
+    async def __aenter__(self) -> TracedAsyncStream:
+        enter = getattr(self.__wrapped__, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__aexit__", None)
+            return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
+        finally:
+            if exc is None:
+                self._self_recorder.end("closed")
+            else:
+                self._self_recorder.end_from_exception(exc)

@@ -1,0 +1,56 @@
+"""Shared test fixtures.
+
+The whole suite shares one SDK TracerProvider with an in-memory exporter: OpenTelemetry lets a
+process set the global provider once, so tests clear the exporter instead of replacing it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+# Fixture plugins of the parts of the suite (each loaded only when its module exists).
+pytest_plugins = [
+    name
+    for name, path in (
+        ("tests.servers.fixtures", REPO / "tests" / "servers" / "fixtures.py"),
+        ("tests.backends.fixtures", REPO / "tests" / "backends" / "fixtures.py"),
+    )
+    if path.exists()
+]
+
+_exporter = InMemorySpanExporter()
+_provider = TracerProvider()
+_provider.add_span_processor(SimpleSpanProcessor(_exporter))
+trace.set_tracer_provider(_provider)
+# Tests must not write to the user's working directory.
+os.environ.setdefault("LLMTRACE_FILE_PATH", str(REPO / ".llmtrace" / "test-traces.jsonl"))
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The finished spans of this test (the session's in-memory exporter, cleared per test)."""
+    _exporter.clear()
+    yield _exporter
+    _exporter.clear()
+
+
+@pytest.fixture
+def provider() -> TracerProvider:
+    return _provider
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """``../shared`` next to the repository: recorded fixtures are read from there."""
+    return SHARED
