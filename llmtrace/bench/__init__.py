@@ -1,0 +1,1 @@
+"""Replay a question set against an application at fixed concurrency (``llmtrace bench``)."""

@@ -1,0 +1,47 @@
+"""The report of one bench run, built from traces by the analysis API, with the run's metadata."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from llmtrace.analysis.compare import Comparison, compare
+from llmtrace.analysis.report import Report, build_report
+from llmtrace.analysis.sources import load_traces
+from llmtrace.bench.runner import BenchResult
+from llmtrace.bench.runs import RUN_KEY, load_run, resolve_run, run_metadata
+
+# Exporters stamp spans with the wall clock; allow for a step between our clock read and theirs.
+_CLOCK_MARGIN = timedelta(seconds=1)
+
+
+def build_run_report(
+    source: str | Path, result: BenchResult, *, service: str | None = None
+) -> tuple[Report, Any]:
+    """The report of ``result``'s run (warmups excluded) and the trace set it was built from."""
+    traceset = load_traces(
+        str(source), service=service, since=result.started_at - _CLOCK_MARGIN
+    )
+    return build_report(traceset, run=result.plan.name), traceset
+
+
+def report_document(
+    report: Report, result: BenchResult, *, model: str | None = None
+) -> dict[str, Any]:
+    """The JSON saved for the run: the report plus the run's metadata under ``"run"``."""
+    document = report.to_json()
+    existing = document.get(RUN_KEY)
+    document[RUN_KEY] = {
+        **(existing if isinstance(existing, dict) else {}),
+        **run_metadata(result, model=model),
+    }
+    return document
+
+
+def load_saved_report(name_or_path: str, runs_dir: Path) -> Report:
+    return Report.from_json(load_run(resolve_run(name_or_path, runs_dir)))
+
+
+def compare_with_baseline(baseline: Report, candidate_document: dict[str, Any]) -> Comparison:
+    return compare(baseline, Report.from_json(candidate_document))
