@@ -1,0 +1,183 @@
+"""What every llmtrace instrumentor shares: safe patching, the model call in flight, settings.
+
+Patching (rule 1 and 5 of DESIGN.md): :class:`Patches` wraps one attribute at a time. An attribute
+this version of a library lacks is skipped with a debug log, never aborting the rest; an
+attribute llmtrace already wrapped is left alone (never wrapped twice); ``restore()`` puts every
+original back.
+
+The model call in flight: a model-client instrumentation (OpenAI, Anthropic) publishes its
+:class:`ModelCall` in a context variable while the SDK sends the request. The HTTP layer below
+reads it to enrich that span with transport phases instead of adding a second span (rule 4), and
+the Anthropic SDK's own tracing reads it to stay quiet.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, Tracer
+
+from llmtrace import semconv
+
+logger = logging.getLogger("llmtrace.instrumentation")
+
+_MARK = "_self_llmtrace_wrapper"
+
+
+class _LLMTraceWrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """A FunctionWrapper that says it is llmtrace's, so a second patch can tell."""
+
+    _self_llmtrace_wrapper = True
+
+
+def is_wrapped_by_llmtrace(value: object) -> bool:
+    return bool(getattr(value, _MARK, False))
+
+
+def _resolve(module_name: str, path: str) -> tuple[Any, str] | None:
+    try:
+        owner: Any = importlib.import_module(module_name)
+    except ImportError:
+        logger.debug("llmtrace: module %s is not installed; skipped", module_name)
+        return None
+    *parents, attribute = path.split(".")
+    for name in parents:
+        owner = getattr(owner, name, None)
+        if owner is None:
+            logger.debug("llmtrace: %s.%s is missing in this version; skipped", module_name, path)
+            return None
+    if attribute not in getattr(owner, "__dict__", {}) and not hasattr(owner, attribute):
+        logger.debug("llmtrace: %s.%s is missing in this version; skipped", module_name, path)
+        return None
+    return owner, attribute
+
+
+class Patches:
+    """The attributes one instrumentor replaced, with their originals, to restore them."""
+
+    def __init__(self) -> None:
+        self._originals: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, module_name: str, path: str, wrapper: Callable[..., Any]) -> bool:
+        """Wrap ``module.path`` with a wrapt-style ``wrapper(wrapped, instance, args, kwargs)``."""
+        resolved = _resolve(module_name, path)
+        if resolved is None:
+            return False
+        owner, attribute = resolved
+        original = owner.__dict__.get(attribute) if isinstance(owner, type) else None
+        if original is None:
+            original = getattr(owner, attribute)
+        if is_wrapped_by_llmtrace(original):
+            logger.debug("llmtrace: %s.%s is already wrapped; left alone", module_name, path)
+            return False
+        if isinstance(original, (staticmethod, classmethod)):
+            logger.debug("llmtrace: %s.%s is a static/class method; skipped", module_name, path)
+            return False
+        setattr(owner, attribute, _LLMTraceWrapper(original, wrapper))
+        self._originals.append((owner, attribute, original))
+        return True
+
+    def replace(self, module_name: str, path: str, value: Any) -> bool:
+        """Replace ``module.path`` with ``value`` (for what wrapt cannot wrap, e.g. properties)."""
+        resolved = _resolve(module_name, path)
+        if resolved is None:
+            return False
+        owner, attribute = resolved
+        original = owner.__dict__[attribute] if attribute in owner.__dict__ else None
+        if original is None:
+            return False
+        setattr(owner, attribute, value)
+        self._originals.append((owner, attribute, original))
+        return True
+
+    def restore(self) -> None:
+        while self._originals:
+            owner, attribute, original = self._originals.pop()
+            try:
+                setattr(owner, attribute, original)
+            except Exception:
+                logger.debug("llmtrace: could not restore %s", attribute, exc_info=True)
+
+    def __len__(self) -> int:
+        return len(self._originals)
+
+
+def get_tracer() -> Tracer:
+    from llmtrace import __version__
+
+    return trace.get_tracer(semconv.SCOPE_NAME, __version__)
+
+
+class ModelCall:
+    """One model call in flight: its span and when its request was issued (monotonic clock)."""
+
+    __slots__ = ("headers_at", "span", "started_at")
+
+    def __init__(self, span: Span, started_at: float) -> None:
+        self.span = span
+        self.started_at = started_at
+        self.headers_at: float | None = None
+
+    def headers_received(self, at: float | None = None) -> None:
+        """Record the first moment the response headers were known (later reports are ignored)."""
+        if self.headers_at is None:
+            self.headers_at = time.monotonic() if at is None else at
+            if self.span.is_recording():
+                self.span.set_attribute(semconv.TIME_TO_HEADERS, self.headers_at - self.started_at)
+
+
+_current_model_call: ContextVar[ModelCall | None] = ContextVar(
+    "llmtrace_model_call", default=None
+)
+
+
+def current_model_call() -> ModelCall | None:
+    return _current_model_call.get()
+
+
+@contextmanager
+def model_call_in_flight(call: ModelCall) -> Iterator[None]:
+    """Make ``call`` (and its span) current while the SDK sends the request, never across a yield."""
+    token = _current_model_call.set(call)
+    context_token = otel_context.attach(trace.set_span_in_context(call.span))
+    try:
+        yield
+    finally:
+        otel_context.detach(context_token)
+        _current_model_call.reset(token)
+
+
+def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
+    """(capture_content, content_max_bytes, redact, inject_stream_usage) from the active settings."""
+    try:
+        from llmtrace.config import settings
+
+        active = settings()
+        return (
+            active.capture_content,
+            active.content_max_bytes,
+            active.redact,
+            active.inject_stream_usage,
+        )
+    except Exception:
+        logger.debug("llmtrace: settings unavailable; content capture off", exc_info=True)
+        return False, 0, None, False
+
+
+def bounded_content(text: str, max_bytes: int, redact: Callable[[str], str] | None) -> str:
+    """Content as it may be recorded: redacted first, then cut to the byte budget."""
+    if redact is not None:
+        text = redact(text)
+    encoded = text.encode("utf-8")
+    if max_bytes > 0 and len(encoded) > max_bytes:
+        return encoded[:max_bytes].decode("utf-8", errors="ignore")
+    return text

@@ -1,0 +1,309 @@
+"""The HTTP hop, shared by the ``httpx`` and ``httpx2`` instrumentors (same API, two modules).
+
+Every request sent through ``Client.send`` / ``AsyncClient.send``:
+
+- carries the W3C ``traceparent`` of the span it belongs to (the model span inside a model call,
+  else its own CLIENT span), so a model server or downstream service joins the trace;
+- reports its transport phases from the client's own ``trace`` request extension (any callback
+  the application installed is still called) as ``llmtrace.http.*`` durations in seconds:
+
+  ======================== =====================================================================
+  ``llmtrace.http.connect`` TCP connect of a new connection (absent when a pooled one is reused)
+  ``llmtrace.http.tls``     TLS handshake of a new connection
+  ``request_sent``         first request header byte written → request body written
+  ``response_headers``     request written → response headers received (server think time)
+  ``body_complete``        response headers → last body byte (the transfer, or the whole stream)
+  ======================== =====================================================================
+
+Inside a model call the phases enrich the model span and no span is added (DESIGN.md rule 4).
+Outside one, the request gets a CLIENT span with stage ``network`` named after its method, unless
+OpenTelemetry's own httpx instrumentation is active for the library, which then owns HTTP spans.
+Headers are never recorded; ``url.full`` has credentials and secret-looking query values removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+from llmtrace.instrumentation._base import ModelCall, current_model_call, get_tracer
+from llmtrace.streaming import record_error
+
+logger = logging.getLogger(__name__)
+
+_SECRET_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "signature",
+    "sig",
+    "credential",
+    "session",
+    "code",
+)
+
+
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower().replace("-", "_")
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info and with the values of secret-looking query parameters hidden."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            query = urlencode(
+                [(name, "REDACTED" if _is_secret_name(name) else value) for name, value in pairs]
+            )
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except Exception:
+        return ""
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+class PhaseRecorder:
+    """Turns the transport's trace events into ``llmtrace.http.*`` durations on one span."""
+
+    __slots__ = ("_marks", "call", "span")
+
+    def __init__(self, span: Span, call: ModelCall | None) -> None:
+        self.span = span
+        self.call = call
+        self._marks: dict[str, float] = {}
+
+    def on_event(self, name: str, info: Any) -> None:
+        try:
+            now = time.monotonic()
+            # "http11.send_request_headers.started" -> "send_request_headers.started"
+            event = name.split(".", 1)[1] if name.count(".") >= 2 else name
+            marks = self._marks
+            marks[event] = now
+            attribute: str | None = None
+            since: float | None = None
+            if event == "connect_tcp.complete":
+                attribute, since = semconv.HTTP_CONNECT, marks.get("connect_tcp.started")
+            elif event == "start_tls.complete":
+                attribute, since = semconv.HTTP_TLS, marks.get("start_tls.started")
+            elif event == "send_request_body.complete":
+                attribute = semconv.HTTP_REQUEST_SENT
+                since = marks.get("send_request_headers.started")
+            elif event == "receive_response_headers.complete":
+                attribute = semconv.HTTP_RESPONSE_HEADERS
+                since = marks.get("send_request_body.complete")
+                if self.call is not None:
+                    self.call.headers_received(now)
+            elif event == "receive_response_body.complete":
+                attribute = semconv.HTTP_BODY_COMPLETE
+                since = marks.get("receive_response_headers.complete")
+            if attribute is not None and since is not None and self.span.is_recording():
+                self.span.set_attribute(attribute, now - since)
+        except Exception:
+            log_once(logger, "HTTP phase recording failed")
+
+
+def _sync_callback(
+    recorder: PhaseRecorder, existing: Callable[[str, Any], Any] | None
+) -> Callable[[str, Any], None]:
+    def callback(name: str, info: Any) -> None:
+        recorder.on_event(name, info)
+        if existing is not None:
+            existing(name, info)
+
+    return callback
+
+
+def _async_callback(
+    recorder: PhaseRecorder, existing: Callable[[str, Any], Any] | None
+) -> Callable[[str, Any], Any]:
+    async def callback(name: str, info: Any) -> None:
+        recorder.on_event(name, info)
+        if existing is not None:
+            await existing(name, info)
+
+    return callback
+
+
+def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -> None:
+    """Inject the trace context of ``span`` and hook the transport's phase events."""
+    propagate.inject(request.headers, context=trace.set_span_in_context(span))
+    if not span.is_recording():
+        return
+    extensions = request.extensions
+    recorder = PhaseRecorder(span, call)
+    existing = extensions.get("trace")
+    extensions["trace"] = (
+        _async_callback(recorder, existing) if is_async else _sync_callback(recorder, existing)
+    )
+
+
+def _start_network_span(request: Any) -> Span:
+    url = request.url
+    scheme = str(url.scheme)
+    attributes: dict[str, Any] = {
+        semconv.STAGE: "network",
+        semconv.HTTP_REQUEST_METHOD: str(request.method),
+        semconv.URL_FULL: redact_url(str(url)),
+        semconv.SERVER_ADDRESS: str(url.host),
+        semconv.SERVER_PORT: url.port or _default_port(scheme),
+    }
+    return get_tracer().start_span(
+        str(request.method), kind=SpanKind.CLIENT, attributes=attributes
+    )
+
+
+def _finish_status(span: Span, response: Any) -> None:
+    status = int(response.status_code)
+    span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
+    if status >= 400:
+        span.set_attribute(semconv.ERROR_TYPE, str(status))
+        span.set_status(Status(StatusCode.ERROR))
+
+
+class _SpanEnd:
+    """Ends a span once, when the response body is closed."""
+
+    __slots__ = ("done", "span")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            self.span.end()
+
+
+def _other_instrumentation_owns_spans(library: str) -> bool:
+    """True when OpenTelemetry's httpx instrumentation is active for this library."""
+    module = sys.modules.get("opentelemetry.instrumentation.httpx")
+    if module is None:
+        return False
+    class_name = "HTTPX2ClientInstrumentor" if library == "httpx2" else "HTTPXClientInstrumentor"
+    instrumentor = getattr(module, class_name, None)
+    instance = getattr(instrumentor, "_instance", None) if instrumentor is not None else None
+    return bool(getattr(instance, "_is_instrumented_by_opentelemetry", False))
+
+
+def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
+    """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library."""
+
+    class EndingSyncStream(library.SyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, end: _SpanEnd) -> None:
+            self._inner = inner
+            self._end = end
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self._inner
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._end()
+
+    class EndingAsyncStream(library.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, end: _SpanEnd) -> None:
+            self._inner = inner
+            self._end = end
+
+        async def __aiter__(self) -> Any:
+            async for part in self._inner:
+                yield part
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._end()
+
+    def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        request = args[0] if args else kwargs.get("request")
+        call = current_model_call()
+        if call is not None:
+            try:
+                _prepare(request, call.span, call, is_async=False)
+            except Exception:
+                log_once(logger, "HTTP request preparation failed")
+            response = wrapped(*args, **kwargs)
+            if kwargs.get("stream"):
+                call.headers_received()
+            return response
+        if _other_instrumentation_owns_spans(library_name):
+            return wrapped(*args, **kwargs)
+        try:
+            span = _start_network_span(request)
+            _prepare(request, span, None, is_async=False)
+        except Exception:
+            log_once(logger, "HTTP span start failed")
+            return wrapped(*args, **kwargs)
+        try:
+            response = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            record_error(span, exc)
+            span.end()
+            raise
+        return _after_response(span, response, EndingSyncStream)
+
+    async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        request = args[0] if args else kwargs.get("request")
+        call = current_model_call()
+        if call is not None:
+            try:
+                _prepare(request, call.span, call, is_async=True)
+            except Exception:
+                log_once(logger, "HTTP request preparation failed")
+            response = await wrapped(*args, **kwargs)
+            if kwargs.get("stream"):
+                call.headers_received()
+            return response
+        if _other_instrumentation_owns_spans(library_name):
+            return await wrapped(*args, **kwargs)
+        try:
+            span = _start_network_span(request)
+            _prepare(request, span, None, is_async=True)
+        except Exception:
+            log_once(logger, "HTTP span start failed")
+            return await wrapped(*args, **kwargs)
+        try:
+            response = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            record_error(span, exc)
+            span.end()
+            raise
+        return _after_response(span, response, EndingAsyncStream)
+
+    return send, async_send
+
+
+def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
+    end = _SpanEnd(span)
+    try:
+        _finish_status(span, response)
+        if response.is_closed:
+            end()
+        else:
+            response.stream = ending_stream(response.stream, end)
+    except Exception:
+        log_once(logger, "HTTP span end failed")
+        end()
+    return response

@@ -1,0 +1,281 @@
+"""The model-call span around a Stainless-generated SDK's ``request`` (``openai``, ``anthropic``).
+
+Both SDKs send every API call through ``SyncAPIClient.request`` / ``AsyncAPIClient.request``
+(with retries inside), whatever helper the caller used: ``create``, ``stream()``, ``parse()``,
+``.with_raw_response`` or ``.with_streaming_response``. Wrapping that one method gives one span
+per call for all of them; the provider module says which paths are model calls (:class:`Plan`),
+how to read a response and which :class:`~llmtrace.streaming.ChunkParser` reads its stream.
+
+What comes back decides when the span ends:
+
+- a parsed response: recorded and ended at once;
+- a stream: handed to :class:`~llmtrace.streaming.TracedStream` (TTFT, chunks, end exactly once);
+- a raw response whose body was read: recorded from its JSON and ended at once;
+- a raw response still to be read (a raw stream, ``with_streaming_response``): a proxy that
+  records what ``parse()`` returns, and ends on ``close()`` or when dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import wrapt
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+from llmtrace.instrumentation._base import (
+    ModelCall,
+    current_model_call,
+    get_tracer,
+    model_call_in_flight,
+)
+from llmtrace.streaming import (
+    ChunkParser,
+    StreamRecorder,
+    TracedAsyncStream,
+    TracedStream,
+    record_error,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def field_of(obj: Any, name: str) -> Any:
+    """``obj.name`` for SDK models, ``obj[name]`` for decoded JSON; None when absent."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+@dataclass
+class Plan:
+    """What the provider module decided about one request before it is sent."""
+
+    span_name: str
+    attributes: dict[str, Any]
+    parser_factory: Callable[[], ChunkParser]
+    record_response: Callable[[Span, Any], None]
+    # Replacement positional/keyword arguments (e.g. stream_options injected), or None.
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Planner = Callable[[Any, tuple[Any, ...], dict[str, Any]], Plan | None]
+
+
+@dataclass(frozen=True)
+class SDKTypes:
+    """The SDK's stream classes, to tell a stream from a parsed response."""
+
+    streams: tuple[type, ...]
+    async_streams: tuple[type, ...]
+
+
+def _start(plan: Plan) -> ModelCall:
+    started_at = time.monotonic()
+    span = get_tracer().start_span(plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes)
+    return ModelCall(span, started_at)
+
+
+def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
+    span = call.span
+    try:
+        if span.is_recording():
+            plan.record_response(span, response)
+        span.set_status(Status(StatusCode.OK))
+    except Exception:
+        log_once(logger, "model response recording failed")
+    finally:
+        span.end()
+
+
+def _is_raw_response(result: Any) -> bool:
+    return hasattr(result, "http_response") and hasattr(result, "parse")
+
+
+def _raw_is_stream(result: Any) -> bool:
+    return bool(getattr(result, "_stream", False) or getattr(result, "_is_sse_stream", False))
+
+
+def _finish_sync(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
+    if isinstance(result, types.streams):
+        call.headers_received()
+        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=plan.parser_factory())
+        return TracedStream(result, recorder)
+    if isinstance(result, types.async_streams):
+        call.headers_received()
+        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=plan.parser_factory())
+        return TracedAsyncStream(result, recorder)
+    if _is_raw_response(result):
+        return _finish_raw(result, call, plan, types)
+    _end_with(call, plan, result)
+    return result
+
+
+def _finish_raw(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
+    http_response = result.http_response
+    call.headers_received()
+    if not _raw_is_stream(result) and http_response.is_closed:
+        body: Any = None
+        try:
+            body = http_response.json()
+        except Exception:
+            log_once(logger, "raw model response decoding failed")
+        _end_with(call, plan, body)
+        return result
+    return TracedRawResponse(result, call, plan, types)
+
+
+class TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+    """A raw response not read yet: ``parse()`` result is recorded; ends on close or when dropped."""
+
+    def __init__(self, wrapped: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> None:
+        super().__init__(wrapped)
+        self._self_call = call
+        self._self_plan = plan
+        self._self_types = types
+        self._self_parsed: Any = None
+        self._self_done = [False]
+        self._self_finalizer = weakref.finalize(self, _end_once, call.span, self._self_done)
+
+    def _self_take(self) -> bool:
+        if self._self_done[0]:
+            return False
+        self._self_done[0] = True
+        return True
+
+    def _self_after_parse(self, parsed: Any) -> Any:
+        if self._self_parsed is not None:
+            return self._self_parsed
+        if not self._self_take():
+            return parsed
+        call, plan = self._self_call, self._self_plan
+        if isinstance(parsed, self._self_types.streams):
+            recorder = StreamRecorder(call.span, call.started_at, plan.parser_factory())
+            self._self_parsed = TracedStream(parsed, recorder)
+        elif isinstance(parsed, self._self_types.async_streams):
+            recorder = StreamRecorder(call.span, call.started_at, plan.parser_factory())
+            self._self_parsed = TracedAsyncStream(parsed, recorder)
+        else:
+            _end_with(call, plan, parsed)
+            self._self_parsed = parsed
+        return self._self_parsed
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.__wrapped__.parse(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return self._self_await_parse(result)
+        return self._self_after_parse(result)
+
+    async def _self_await_parse(self, awaitable: Any) -> Any:
+        return self._self_after_parse(await awaitable)
+
+    def close(self) -> Any:
+        result = self.__wrapped__.close()
+        if inspect.isawaitable(result):
+            return self._self_await_close(result)
+        self._self_end_closed()
+        return result
+
+    async def _self_await_close(self, awaitable: Any) -> Any:
+        try:
+            return await awaitable
+        finally:
+            self._self_end_closed()
+
+    def _self_end_closed(self) -> None:
+        if self._self_take():
+            span = self._self_call.span
+            span.set_attribute(semconv.STREAM_END, "closed")
+            span.end()
+
+
+def _end_once(span: Span, done: list[bool]) -> None:
+    if not done[0]:
+        done[0] = True
+        span.set_attribute(semconv.STREAM_END, "abandoned")
+        span.end()
+
+
+def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
+    """wrapt wrappers for ``SyncAPIClient.request`` and ``AsyncAPIClient.request``."""
+
+    def prepare(instance: Any, args: Any, kwargs: Any) -> tuple[Plan, ModelCall] | None:
+        if current_model_call() is not None:
+            return None
+        try:
+            plan = planner(instance, tuple(args), dict(kwargs))
+            if plan is None:
+                return None
+            return plan, _start(plan)
+        except Exception:
+            log_once(logger, "model call span start failed")
+            return None
+
+    def request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        prepared = prepare(instance, args, kwargs)
+        if prepared is None:
+            return wrapped(*args, **kwargs)
+        plan, call = prepared
+        call_args = plan.args if plan.args is not None else args
+        call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+        try:
+            with model_call_in_flight(call):
+                result = wrapped(*call_args, **call_kwargs)
+        except BaseException as exc:
+            _fail(call, exc)
+            raise
+        try:
+            return _finish_sync(result, call, plan, types)
+        except Exception:
+            log_once(logger, "model call span end failed")
+            call.span.end()
+            return result
+
+    async def async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        prepared = prepare(instance, args, kwargs)
+        if prepared is None:
+            return await wrapped(*args, **kwargs)
+        plan, call = prepared
+        call_args = plan.args if plan.args is not None else args
+        call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+        try:
+            with model_call_in_flight(call):
+                result = await wrapped(*call_args, **call_kwargs)
+        except BaseException as exc:
+            _fail(call, exc)
+            raise
+        try:
+            return _finish_sync(result, call, plan, types)
+        except Exception:
+            log_once(logger, "model call span end failed")
+            call.span.end()
+            return result
+
+    return request, async_request
+
+
+def _fail(call: ModelCall, exc: BaseException) -> None:
+    span = call.span
+    try:
+        status_code = getattr(exc, "status_code", None)
+        if isinstance(status_code, int):
+            span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)
+        if isinstance(exc, Exception):
+            record_error(span, exc)
+        else:
+            span.set_attribute(semconv.STREAM_END, "cancelled")
+    except Exception:
+        log_once(logger, "model call error recording failed")
+    finally:
+        span.end()

@@ -1,0 +1,401 @@
+"""``openai`` (3.x): one span per chat completion, completion, embeddings and Responses API call.
+
+Covers sync and async clients, streaming or not, ``.with_raw_response``,
+``.with_streaming_response`` and the ``stream()``/``parse()`` helpers (they all go through the
+client's ``request``, see :mod:`llmtrace.instrumentation._sdk`), and every OpenAI-compatible
+server the client is pointed at (``gen_ai.provider.name`` from the base URL, see
+:mod:`llmtrace.instrumentation.provider`).
+
+With ``inject_stream_usage`` on (``LLMTRACE_INJECT_STREAM_USAGE=1``), a streamed chat or text
+completion that did not ask for usage is sent with ``stream_options={"include_usage": true}``
+so token counts are known; the extra usage-only chunk is read by llmtrace and never handed to
+the caller, who sees exactly the chunks they would have seen.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.trace import Span
+
+from llmtrace import semconv
+from llmtrace.instrumentation._base import Patches, bounded_content, capture_settings
+from llmtrace.instrumentation._sdk import Plan, SDKTypes, field_of, make_request_wrappers
+from llmtrace.instrumentation.provider import provider_name
+
+logger = logging.getLogger(__name__)
+
+_INSTRUMENTS = ("openai >= 1.0",)
+
+# Request path suffix -> (gen_ai.operation.name, llmtrace.stage)
+_OPERATIONS: dict[str, tuple[str, str]] = {
+    "/chat/completions": (semconv.OP_CHAT, semconv.LLM_STAGE),
+    "/completions": (semconv.OP_TEXT_COMPLETION, semconv.LLM_STAGE),
+    "/embeddings": (semconv.OP_EMBEDDINGS, "embedding"),
+    "/responses": (semconv.OP_CHAT, semconv.LLM_STAGE),
+}
+
+_REQUEST_PARAMETERS: dict[str, str] = {
+    "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_output_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
+    "top_p": semconv.GEN_AI_REQUEST_TOP_P,
+    "seed": semconv.GEN_AI_REQUEST_SEED,
+    "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
+}
+
+
+def _operation_of(url: str) -> tuple[str, str, str] | None:
+    path = url.split("?", 1)[0].rstrip("/")
+    for suffix, (operation, stage) in _OPERATIONS.items():
+        if path.endswith(suffix) and not (
+            suffix == "/completions" and path.endswith("/chat/completions")
+        ):
+            return suffix, operation, stage
+    return None
+
+
+def _request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
+    for name, attribute in _REQUEST_PARAMETERS.items():
+        value = body.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attributes[attribute] = value
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+    elif isinstance(stop, list) and all(isinstance(item, str) for item in stop):
+        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+    choices = body.get("n")
+    if isinstance(choices, int) and choices != 1:
+        attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
+    encoding = body.get("encoding_format")
+    if isinstance(encoding, str):
+        attributes[semconv.GEN_AI_REQUEST_ENCODING_FORMATS] = [encoding]
+    return attributes
+
+
+def usage_attributes(usage: Any) -> dict[str, int]:
+    """Token counts from a Chat Completions or Responses ``usage`` object (only those reported)."""
+    attributes: dict[str, int] = {}
+    if usage is None:
+        return attributes
+    input_tokens = field_of(usage, "prompt_tokens")
+    if input_tokens is None:
+        input_tokens = field_of(usage, "input_tokens")
+    output_tokens = field_of(usage, "completion_tokens")
+    if output_tokens is None:
+        output_tokens = field_of(usage, "output_tokens")
+    input_details = field_of(usage, "prompt_tokens_details") or field_of(
+        usage, "input_tokens_details"
+    )
+    output_details = field_of(usage, "completion_tokens_details") or field_of(
+        usage, "output_tokens_details"
+    )
+    cached = field_of(input_details, "cached_tokens")
+    reasoning = field_of(output_details, "reasoning_tokens")
+    for attribute, value in (
+        (semconv.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
+        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
+        (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, cached),
+        (semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, reasoning),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            attributes[attribute] = value
+    return attributes
+
+
+def _responses_finish_reason(response: Any) -> str | None:
+    """The Responses API has a status, not a finish reason: map it to the GenAI vocabulary."""
+    status = field_of(response, "status")
+    if status == "incomplete":
+        reason = field_of(field_of(response, "incomplete_details"), "reason")
+        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
+    if status == "completed":
+        for item in field_of(response, "output") or ():
+            if field_of(item, "type") == "function_call":
+                return "tool_calls"
+        return "stop"
+    return str(status) if status else None
+
+
+def _server_timings(span: Span, body: Any) -> None:
+    timings = field_of(body, "timings")
+    if not isinstance(timings, Mapping):
+        return
+    try:
+        from llmtrace.server.timings import server_timings_from_body
+
+        span.set_attributes(server_timings_from_body({"timings": timings}))
+    except Exception:
+        logger.debug("llmtrace: server timings unavailable", exc_info=True)
+
+
+def _record_response(span: Span, response: Any, output_budget: tuple[int, Any] | None) -> None:
+    """Write what a whole (non-streamed) response says onto the span."""
+    if response is None:
+        return
+    attributes: dict[str, Any] = {}
+    response_id = field_of(response, "id")
+    if isinstance(response_id, str):
+        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+    model = field_of(response, "model")
+    if isinstance(model, str):
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    object_type = field_of(response, "object")
+    if object_type == "response":
+        reason = _responses_finish_reason(response)
+        if reason is not None:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+    else:
+        choices = field_of(response, "choices") or ()
+        reasons = [str(field_of(c, "finish_reason")) for c in choices if field_of(c, "finish_reason")]
+        if reasons:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        data = field_of(response, "data")
+        if object_type == "list" and data:
+            embedding = field_of(data[0], "embedding")
+            if isinstance(embedding, list):
+                attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
+    attributes.update(usage_attributes(field_of(response, "usage")))
+    if output_budget is not None:
+        text = _output_text(response)
+        if text:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+                json.dumps([{"role": "assistant", "content": text}]), *output_budget
+            )
+    span.set_attributes(attributes)
+    _server_timings(span, response)
+
+
+def _output_text(response: Any) -> str:
+    output_text = field_of(response, "output_text")
+    if isinstance(output_text, str):
+        return output_text
+    parts: list[str] = []
+    for choice in field_of(response, "choices") or ():
+        message = field_of(choice, "message")
+        content = field_of(message, "content") if message is not None else field_of(choice, "text")
+        if isinstance(content, str):
+            parts.append(content)
+    return "".join(parts)
+
+
+class ChatChunkParser:
+    """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
+
+    __slots__ = ("_hide_usage", "_reasons", "_text", "_text_budget", "id", "model", "timings", "usage")
+
+    def __init__(self, hide_usage: bool = False, text_budget: int = 0) -> None:
+        self._hide_usage = hide_usage
+        self._reasons: dict[int, str] = {}
+        self._text: list[str] | None = [] if text_budget > 0 else None
+        self._text_budget = text_budget
+        self.id: str | None = None
+        self.model: str | None = None
+        self.usage: Any = None
+        self.timings: Any = None
+
+    def has_content(self, chunk: Any) -> bool:
+        for choice in chunk.choices or ():
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                if getattr(choice, "text", None):
+                    return True
+                continue
+            if (
+                delta.content
+                or delta.tool_calls
+                or getattr(delta, "function_call", None)
+                or getattr(delta, "refusal", None)
+                or getattr(delta, "reasoning_content", None)
+            ):
+                return True
+        return False
+
+    def hides(self, chunk: Any) -> bool:
+        return self._hide_usage and not chunk.choices and chunk.usage is not None
+
+    def observe(self, chunk: Any) -> None:
+        if self.id is None:
+            self.id = chunk.id
+            self.model = chunk.model
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = usage
+        for choice in chunk.choices or ():
+            reason = choice.finish_reason
+            if reason:
+                self._reasons[choice.index] = reason
+            if self._text is not None and self._text_budget > 0:
+                delta = getattr(choice, "delta", None)
+                text = delta.content if delta is not None else getattr(choice, "text", None)
+                if text:
+                    self._text.append(text)
+                    self._text_budget -= len(text)
+        if not chunk.choices or self._reasons:
+            timings = getattr(chunk, "timings", None)
+            if timings is not None:
+                self.timings = timings
+
+    def output_tokens(self) -> int | None:
+        value = field_of(self.usage, "completion_tokens")
+        return value if isinstance(value, int) else None
+
+    def finish(self, span: Span) -> None:
+        attributes: dict[str, Any] = {}
+        if self.id:
+            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
+        if self.model:
+            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        if self._reasons:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
+                self._reasons[index] for index in sorted(self._reasons)
+            ]
+        attributes.update(usage_attributes(self.usage))
+        if self._text:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+                [{"role": "assistant", "content": "".join(self._text)}]
+            )
+        span.set_attributes(attributes)
+        if self.timings is not None:
+            _server_timings(span, {"timings": self.timings})
+
+
+class ResponsesEventParser:
+    """Responses API stream events: content deltas count; the final event has usage and status."""
+
+    __slots__ = ("final", "id", "model")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.model: str | None = None
+        self.final: Any = None
+
+    def has_content(self, event: Any) -> bool:
+        kind = getattr(event, "type", "")
+        return isinstance(kind, str) and kind.endswith(".delta")
+
+    def observe(self, event: Any) -> None:
+        kind = getattr(event, "type", "")
+        if kind in ("response.created", "response.completed", "response.incomplete", "response.failed"):
+            response = getattr(event, "response", None)
+            if response is not None:
+                self.id = response.id
+                self.model = response.model
+                if kind != "response.created":
+                    self.final = response
+
+    def output_tokens(self) -> int | None:
+        value = field_of(field_of(self.final, "usage"), "output_tokens")
+        return value if isinstance(value, int) else None
+
+    def finish(self, span: Span) -> None:
+        attributes: dict[str, Any] = {}
+        if self.id:
+            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
+        if self.model:
+            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        if self.final is not None:
+            reason = _responses_finish_reason(self.final)
+            if reason:
+                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+            attributes.update(usage_attributes(field_of(self.final, "usage")))
+        span.set_attributes(attributes)
+
+
+def _input_messages(body: Mapping[str, Any]) -> Any:
+    for name in ("messages", "input", "prompt"):
+        if name in body:
+            return body[name]
+    return None
+
+
+def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
+    """Decide whether ``client.request(cast_to, options, ...)`` is a model call, and how to trace it."""
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    if options is None:
+        return None
+    matched = _operation_of(str(getattr(options, "url", "")))
+    if matched is None:
+        return None
+    suffix, operation, stage = matched
+    body = getattr(options, "json_data", None)
+    if not isinstance(body, Mapping):
+        body = {}
+    model = body.get("model")
+    stream = bool(kwargs.get("stream")) or body.get("stream") is True
+    base_url = instance.base_url
+    port = base_url.port or (443 if base_url.scheme == "https" else 80)
+    attributes: dict[str, Any] = {
+        semconv.STAGE: stage,
+        semconv.GEN_AI_OPERATION_NAME: operation,
+        semconv.GEN_AI_PROVIDER_NAME: provider_name(base_url.host, port, base_url.path),
+        semconv.SERVER_ADDRESS: base_url.host,
+        semconv.SERVER_PORT: port,
+        semconv.GEN_AI_REQUEST_STREAM: stream,
+    }
+    if isinstance(model, str):
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    attributes.update(_request_attributes(body))
+    capture, max_bytes, redact, inject_usage = capture_settings()
+    if capture:
+        messages = _input_messages(body)
+        if messages is not None:
+            attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
+                json.dumps(messages, default=str), max_bytes, redact
+            )
+    output_budget = (max_bytes, redact) if capture else None
+
+    plan = Plan(
+        span_name=f"{operation} {model}" if model else operation,
+        attributes=attributes,
+        parser_factory=ChatChunkParser,
+        record_response=lambda span, response: _record_response(span, response, output_budget),
+    )
+    if suffix == "/responses":
+        plan.parser_factory = ResponsesEventParser
+        return plan
+    hide_usage = False
+    stream_options = body.get("stream_options")
+    wants_usage = isinstance(stream_options, Mapping) and stream_options.get("include_usage")
+    if stream and inject_usage and not wants_usage and suffix != "/embeddings":
+        new_options = options.model_copy()
+        new_options.json_data = {
+            **body,
+            "stream_options": {**(stream_options or {}), "include_usage": True},
+        }
+        if len(args) > 1:
+            plan.args = (args[0], new_options, *args[2:])
+        else:
+            plan.kwargs = {**kwargs, "options": new_options}
+        hide_usage = True
+    text_budget = max_bytes if capture else 0
+    plan.parser_factory = lambda: ChatChunkParser(hide_usage=hide_usage, text_budget=text_budget)
+    return plan
+
+
+class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces model calls of ``openai.OpenAI`` / ``AsyncOpenAI`` (and Azure and compatible servers)."""
+
+    _patches = Patches()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _INSTRUMENTS
+
+    def _instrument(self, **kwargs: Any) -> None:
+        import openai
+
+        types = SDKTypes(streams=(openai.Stream,), async_streams=(openai.AsyncStream,))
+        request, async_request = make_request_wrappers(plan_request, types)
+        self._patches.wrap("openai._base_client", "SyncAPIClient.request", request)
+        self._patches.wrap("openai._base_client", "AsyncAPIClient.request", async_request)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._patches.restore()

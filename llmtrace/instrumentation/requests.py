@@ -1,0 +1,112 @@
+"""``requests``: a CLIENT span per request (stage ``network``) and the W3C ``traceparent``.
+
+``requests`` has no transport hooks, so its phases are what it measures itself:
+``llmtrace.http.response_headers`` is ``Response.elapsed`` (request sent until headers parsed),
+``llmtrace.http.body_complete`` the rest of ``Session.send`` when the body is read eagerly.
+Inside a model call no span is added; the model span is enriched instead.
+Headers are never recorded; ``url.full`` has credentials and secret-looking query values removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+from llmtrace.instrumentation._base import Patches, current_model_call, get_tracer
+from llmtrace.instrumentation._http import redact_url
+from llmtrace.streaming import record_error
+
+logger = logging.getLogger(__name__)
+
+_INSTRUMENTS = ("requests >= 2.0",)
+
+
+def _phases(span: Span, response: Any, started_at: float, eager: bool) -> None:
+    elapsed = response.elapsed.total_seconds()
+    span.set_attribute(semconv.HTTP_RESPONSE_HEADERS, elapsed)
+    if eager:
+        span.set_attribute(semconv.HTTP_BODY_COMPLETE, max(time.monotonic() - started_at - elapsed, 0.0))
+
+
+def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    request = args[0] if args else kwargs.get("request")
+    eager = not kwargs.get("stream", False)
+    call = current_model_call()
+    if call is not None:
+        started_at = time.monotonic()
+        try:
+            propagate.inject(request.headers, context=trace.set_span_in_context(call.span))
+        except Exception:
+            log_once(logger, "requests context injection failed")
+        response = wrapped(*args, **kwargs)
+        try:
+            call.headers_received(started_at + response.elapsed.total_seconds())
+            if call.span.is_recording():
+                _phases(call.span, response, started_at, eager)
+        except Exception:
+            log_once(logger, "requests phase recording failed")
+        return response
+    try:
+        url = str(request.url)
+        split = url.split("://", 1)
+        scheme = split[0] if len(split) == 2 else "http"
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        span = get_tracer().start_span(
+            str(request.method),
+            kind=SpanKind.CLIENT,
+            attributes={
+                semconv.STAGE: "network",
+                semconv.HTTP_REQUEST_METHOD: str(request.method),
+                semconv.URL_FULL: redact_url(url),
+                semconv.SERVER_ADDRESS: parts.hostname or "",
+                semconv.SERVER_PORT: parts.port or (443 if scheme == "https" else 80),
+            },
+        )
+        propagate.inject(request.headers, context=trace.set_span_in_context(span))
+    except Exception:
+        log_once(logger, "requests span start failed")
+        return wrapped(*args, **kwargs)
+    started_at = time.monotonic()
+    try:
+        response = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        record_error(span, exc)
+        span.end()
+        raise
+    try:
+        status = int(response.status_code)
+        span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
+        if status >= 400:
+            span.set_attribute(semconv.ERROR_TYPE, str(status))
+            span.set_status(Status(StatusCode.ERROR))
+        _phases(span, response, started_at, eager)
+    except Exception:
+        log_once(logger, "requests span end failed")
+    finally:
+        span.end()
+    return response
+
+
+class RequestsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces every request sent through ``requests.Session.send``."""
+
+    _patches = Patches()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _INSTRUMENTS
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._patches.wrap("requests.sessions", "Session.send", _send)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._patches.restore()

@@ -1,0 +1,430 @@
+"""A simulated OpenAI- and Anthropic-compatible model server with exact, settable timing.
+
+Runs an asyncio HTTP/1.1 server (keep-alive, chunked SSE) on a free loopback port in a
+background thread. Timing is measured from the moment the request is fully read, on the
+monotonic clock, and every delay is a deadline the server never sends before:
+
+- ``headers_delay``: response headers (and, when streaming, the role-only first chunk);
+- ``first_token_delay``: the first chunk with content (from the request, not from the headers);
+- ``token_delay``: between one content chunk and the next.
+
+So a client's measured time to first token is at least ``first_token_delay`` and exceeds it only
+by the client's own overhead and the network (loopback). A non-streamed response is sent whole
+when the last token would have been.
+
+Endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``, ``/v1/responses``
+(OpenAI), ``/v1/messages`` (Anthropic); streamed or not, with or without the usage chunk
+(``stream_options.include_usage``); ``status`` >= 400 answers with the provider's error body.
+Any other path answers ``{"ok": true}`` (a downstream service for propagation tests).
+``play_cassette(interaction)`` answers every request with one recorded interaction instead.
+Every request is recorded (``requests``) with its headers, for traceparent checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+_HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "keep-alive"}
+
+
+@dataclass
+class Behaviour:
+    """How the next responses are produced (``ModelServer.configure`` sets these)."""
+
+    headers_delay: float = 0.0
+    first_token_delay: float = 0.0
+    token_delay: float = 0.0
+    tokens: list[str] = field(default_factory=lambda: ["Hello", ",", " world", "!"])
+    input_tokens: int = 10
+    model: str = "sim-model-1"
+    status: int = 200
+    error_message: str = "simulated failure"
+    # Cut the connection after this many content chunks (a stream failing mid-way); None: never.
+    fail_after_chunks: int | None = None
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    arrived_at: float
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Never return before ``deadline``; the last millisecond is spun to keep the overshoot small."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        await asyncio.sleep(remaining - 0.001 if remaining > 0.002 else 0)
+
+
+class _Reply:
+    """Writes one HTTP response: plain, or chunked for server-sent events."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    async def whole(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+                f"content-type: {content_type}", f"content-length: {len(body)}"]
+        head += [f"{name}: {value}" for name, value in (extra or {}).items()]
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        await self.writer.drain()
+
+    async def start_stream(self, status: int = 200, extra: dict[str, str] | None = None) -> None:
+        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+                "content-type: text/event-stream; charset=utf-8", "transfer-encoding: chunked",
+                "cache-control: no-cache"]
+        head += [f"{name}: {value}" for name, value in (extra or {}).items()]
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        await self.writer.drain()
+
+    async def chunk(self, data: bytes) -> None:
+        self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        await self.writer.drain()
+
+    async def event(self, payload: Any, name: str | None = None) -> None:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        prefix = f"event: {name}\n" if name else ""
+        await self.chunk(f"{prefix}data: {text}\n\n".encode())
+
+    async def end_stream(self) -> None:
+        self.writer.write(b"0\r\n\r\n")
+        await self.writer.drain()
+
+
+class _Abort(Exception):
+    """Cut the connection (a stream failing mid-way)."""
+
+
+class ModelServer:
+    """The server; use the ``model_server`` fixture, or ``start()`` / ``stop()``."""
+
+    def __init__(self) -> None:
+        self.behaviour = Behaviour()
+        self.requests: list[RecordedRequest] = []
+        self.cassette: dict[str, Any] | None = None
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self._counter = 0
+
+    # --- control -------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def configure(self, **changes: Any) -> ModelServer:
+        for name, value in changes.items():
+            if not hasattr(self.behaviour, name):
+                raise AttributeError(f"Behaviour has no {name!r}")
+            setattr(self.behaviour, name, value)
+        return self
+
+    def reset(self) -> None:
+        self.behaviour = Behaviour()
+        self.requests.clear()
+        self.cassette = None
+
+    def play_cassette(self, interaction: dict[str, Any]) -> None:
+        """Answer every request with this recorded interaction (its ``response`` part)."""
+        self.cassette = interaction
+
+    def start(self) -> ModelServer:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", 0)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            self._server.close()
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="model-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    # --- HTTP ----------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers: dict[str, str] = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                body = await reader.readexactly(length) if length else b""
+                request = RecordedRequest(method, target, headers, body, time.monotonic())
+                self.requests.append(request)
+                try:
+                    await self._respond(request, _Reply(writer))
+                except _Abort:
+                    writer.transport.abort()
+                    return
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        finally:
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    async def _respond(self, request: RecordedRequest, reply: _Reply) -> None:
+        if self.cassette is not None:
+            await self._play(request, reply)
+            return
+        b = self.behaviour
+        path = request.path.split("?", 1)[0]
+        body = request.json() if request.body else {}
+        routes: dict[str, Callable[[RecordedRequest, Any, _Reply], Awaitable[None]]] = {
+            "/v1/chat/completions": self._chat,
+            "/v1/completions": self._completion,
+            "/v1/embeddings": self._embeddings,
+            "/v1/responses": self._responses,
+            "/v1/messages": self._messages,
+        }
+        route = routes.get(path)
+        if route is None:
+            await _sleep_until(request.arrived_at + b.headers_delay)
+            await reply.whole(b.status if b.status >= 400 else 200, b'{"ok": true}', "application/json")
+            return
+        if b.status >= 400:
+            await _sleep_until(request.arrived_at + b.headers_delay)
+            if path == "/v1/messages":
+                error = {"type": "error", "error": {"type": "api_error", "message": b.error_message}}
+            else:
+                error = {"error": {"message": b.error_message, "type": "server_error", "code": None}}
+            await reply.whole(b.status, json.dumps(error).encode(), "application/json")
+            return
+        await route(request, body, reply)
+
+    def _next_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-sim-{self._counter}"
+
+    async def _emit_tokens(self, request: RecordedRequest, send: Callable[[int, str], Awaitable[None]]) -> None:
+        b = self.behaviour
+        deadline = request.arrived_at + b.first_token_delay
+        for index, token in enumerate(b.tokens):
+            if b.fail_after_chunks is not None and index >= b.fail_after_chunks:
+                raise _Abort()
+            await _sleep_until(deadline)
+            await send(index, token)
+            deadline = max(deadline, time.monotonic()) + b.token_delay
+
+    async def _whole_after_generation(self, request: RecordedRequest) -> None:
+        b = self.behaviour
+        generation = b.first_token_delay + max(len(b.tokens) - 1, 0) * b.token_delay
+        await _sleep_until(request.arrived_at + max(b.headers_delay, generation))
+
+    def _openai_usage(self) -> dict[str, Any]:
+        b = self.behaviour
+        return {"prompt_tokens": b.input_tokens, "completion_tokens": len(b.tokens),
+                "total_tokens": b.input_tokens + len(b.tokens),
+                "prompt_tokens_details": {"cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0}}
+
+    async def _chat(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
+        await self._openai_text(request, body, reply, chat=True)
+
+    async def _completion(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
+        await self._openai_text(request, body, reply, chat=False)
+
+    async def _openai_text(self, request: RecordedRequest, body: Any, reply: _Reply, chat: bool) -> None:
+        b = self.behaviour
+        response_id = self._next_id("chatcmpl" if chat else "cmpl")
+        obj = "chat.completion" if chat else "text_completion"
+        created = int(time.time())
+        if not body.get("stream"):
+            await self._whole_after_generation(request)
+            text = "".join(b.tokens)
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            payload = {"id": response_id, "object": obj, "created": created, "model": b.model,
+                       "choices": [choice], "usage": self._openai_usage()}
+            await reply.whole(200, json.dumps(payload).encode(), "application/json")
+            return
+        chunk_obj = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(choice: dict[str, Any] | None, usage: Any = None) -> dict[str, Any]:
+            return {"id": response_id, "object": chunk_obj, "created": created, "model": b.model,
+                    "choices": [choice] if choice is not None else [], "usage": usage}
+
+        await _sleep_until(request.arrived_at + b.headers_delay)
+        await reply.start_stream()
+        if chat:
+            await reply.event(chunk({"index": 0, "delta": {"role": "assistant", "content": ""},
+                                     "finish_reason": None}))
+
+        async def send(index: int, token: str) -> None:
+            delta = {"index": 0, "delta": {"content": token}, "finish_reason": None} if chat else \
+                {"index": 0, "text": token, "finish_reason": None}
+            await reply.event(chunk(delta))
+
+        await self._emit_tokens(request, send)
+        final = {"index": 0, "delta": {}, "finish_reason": "stop"} if chat else \
+            {"index": 0, "text": "", "finish_reason": "stop"}
+        await reply.event(chunk(final))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await reply.event(chunk(None, self._openai_usage()))
+        await reply.event("[DONE]")
+        await reply.end_stream()
+
+    async def _embeddings(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
+        b = self.behaviour
+        await _sleep_until(request.arrived_at + b.headers_delay)
+        inputs = body.get("input")
+        items = inputs if isinstance(inputs, list) else [inputs]
+        data = [{"object": "embedding", "index": i, "embedding": [0.1 * (i + 1)] * 8}
+                for i in range(len(items))]
+        payload = {"object": "list", "data": data, "model": b.model,
+                   "usage": {"prompt_tokens": b.input_tokens, "total_tokens": b.input_tokens}}
+        await reply.whole(200, json.dumps(payload).encode(), "application/json")
+
+    def _response_object(self, response_id: str, status: str, text: str | None) -> dict[str, Any]:
+        b = self.behaviour
+        output = [] if text is None else [{
+            "type": "message", "id": "msg-sim", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+        usage = None if status != "completed" else {
+            "input_tokens": b.input_tokens, "output_tokens": len(b.tokens),
+            "total_tokens": b.input_tokens + len(b.tokens),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0}}
+        return {"id": response_id, "object": "response", "created_at": int(time.time()),
+                "status": status, "model": b.model, "output": output, "usage": usage,
+                "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                "error": None, "incomplete_details": None}
+
+    async def _responses(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
+        b = self.behaviour
+        response_id = self._next_id("resp")
+        if not body.get("stream"):
+            await self._whole_after_generation(request)
+            payload = self._response_object(response_id, "completed", "".join(b.tokens))
+            await reply.whole(200, json.dumps(payload).encode(), "application/json")
+            return
+        await _sleep_until(request.arrived_at + b.headers_delay)
+        await reply.start_stream()
+        sequence = 0
+
+        async def event(payload: dict[str, Any]) -> None:
+            nonlocal sequence
+            payload["sequence_number"] = sequence
+            sequence += 1
+            await reply.event(payload, payload["type"])
+
+        await event({"type": "response.created",
+                     "response": self._response_object(response_id, "in_progress", None)})
+
+        async def send(index: int, token: str) -> None:
+            await event({"type": "response.output_text.delta", "item_id": "msg-sim",
+                         "output_index": 0, "content_index": 0, "delta": token, "logprobs": []})
+
+        await self._emit_tokens(request, send)
+        await event({"type": "response.completed",
+                     "response": self._response_object(response_id, "completed", "".join(b.tokens))})
+        await reply.end_stream()
+
+    async def _messages(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
+        b = self.behaviour
+        message_id = self._next_id("msg")
+        usage = {"input_tokens": b.input_tokens, "output_tokens": len(b.tokens),
+                 "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        if not body.get("stream"):
+            await self._whole_after_generation(request)
+            payload = {"id": message_id, "type": "message", "role": "assistant", "model": b.model,
+                       "content": [{"type": "text", "text": "".join(b.tokens)}],
+                       "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
+            await reply.whole(200, json.dumps(payload).encode(), "application/json")
+            return
+        await _sleep_until(request.arrived_at + b.headers_delay)
+        await reply.start_stream()
+        start = {"type": "message_start", "message": {
+            "id": message_id, "type": "message", "role": "assistant", "model": b.model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {**usage, "output_tokens": 1}}}
+        await reply.event(start, "message_start")
+        await reply.event({"type": "content_block_start", "index": 0,
+                           "content_block": {"type": "text", "text": ""}}, "content_block_start")
+
+        async def send(index: int, token: str) -> None:
+            await reply.event({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "text_delta", "text": token}}, "content_block_delta")
+
+        await self._emit_tokens(request, send)
+        await reply.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        await reply.event({"type": "message_delta",
+                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": len(b.tokens)}}, "message_delta")
+        await reply.event({"type": "message_stop"}, "message_stop")
+        await reply.end_stream()
+
+    async def _play(self, request: RecordedRequest, reply: _Reply) -> None:
+        assert self.cassette is not None
+        response = self.cassette["response"]
+        status = int(response["status"]["code"])
+        headers: dict[str, str] = {}
+        for name, value in (response.get("headers") or {}).items():
+            if name.lower() in _HOP_BY_HOP:
+                continue
+            headers[name.lower()] = value[0] if isinstance(value, list) else str(value)
+        content_type = headers.pop("content-type", "application/json")
+        raw = response["body"]["string"]
+        data = raw.encode() if isinstance(raw, str) else bytes(raw)
+        if content_type.startswith("text/event-stream"):
+            await reply.start_stream(status, headers)
+            for event in data.split(b"\n\n"):
+                if event.strip():
+                    await reply.chunk(event + b"\n\n")
+            await reply.end_stream()
+        else:
+            await reply.whole(status, data, content_type, headers)
