@@ -1,0 +1,286 @@
+"""Per-trace latency breakdown: the critical path, and every instant of it assigned to a stage.
+
+Pure functions over one ``Trace``. The rules (DESIGN.md):
+
+* Only the critical path counts: walking back from the root's end, the child that finished last
+  is what the parent was waiting for; time not covered by such a child is the parent's own.
+  Concurrent work off that path added no latency. So a trace's stage times sum to its
+  end-to-end time.
+* A span without ``llmtrace.stage`` inherits its parent's; the root without one is ``other``.
+* A model call is split by durations measured on the client: HTTP transport phases (or, when the
+  server's timings are known, client TTFT - server TTFT) are ``network``, the server's queue
+  time is ``queue``, the rest until the first token is ``ttft``, the remainder ``generation``.
+  Timestamps from the server span are never compared with the client's: the two hosts' clocks
+  differ, and only durations measured on one clock are trustworthy.
+* A call without a first-token time (not streamed) counts entirely as ``ttft``: the client gets
+  its first output token together with the last one, so all of it was time to first token. The
+  exception is a joined server span that says when the server produced its first token; then
+  the server's decode time is ``generation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtrace import semconv as sc
+from llmtrace.analysis.model import KIND_SERVER, NANOS, Span, Trace
+
+_STAGES = frozenset(sc.STAGES)
+_MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
+_ROOT_STAGE = "other"
+
+
+@dataclass(slots=True)
+class ModelPhases:
+    """How one model call's duration divides into stages (seconds; they sum to the duration)."""
+
+    network: float
+    queue: float
+    ttft: float
+    generation: float
+    server_joined: bool = False
+
+
+@dataclass(slots=True)
+class ServerTimings:
+    """Durations the model server measured on its own clock (seconds; None when unknown)."""
+
+    queue: float
+    time_to_first_token: float | None
+    end_to_end: float | None
+
+
+@dataclass(slots=True)
+class Segment:
+    """A stretch of the critical path: ``stage`` from ``start`` to ``end`` (unix ns)."""
+
+    stage: str
+    start: int
+    end: int
+    span: str = ""
+
+
+@dataclass(slots=True)
+class TraceBreakdown:
+    trace_id: str
+    duration: float
+    stages: dict[str, float]
+    orphan: bool = False
+    segments: list[Segment] = field(default_factory=list)
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def declared_stage(span: Span) -> str | None:
+    """The span's own ``llmtrace.stage``; an unknown name counts as ``other``."""
+    stage = span.attributes.get(sc.STAGE)
+    if stage is None:
+        return None
+    return stage if stage in _STAGES else _ROOT_STAGE
+
+
+def first_token_time(span: Span) -> float | None:
+    """Client time to first token in seconds after the span's start, when recorded."""
+    attributes = span.attributes
+    value = _seconds(attributes.get(sc.TIME_TO_FIRST_TOKEN))
+    if value is None:
+        value = _seconds(attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK))
+    return value
+
+
+def is_model_call(span: Span) -> bool:
+    """A span recorded with stage ``ttft``, or a chat/completion span with a first-token time."""
+    attributes = span.attributes
+    stage = attributes.get(sc.STAGE)
+    if stage is not None:
+        return bool(stage == sc.LLM_STAGE)
+    return attributes.get(sc.GEN_AI_OPERATION_NAME) in _MODEL_OPERATIONS and (
+        sc.TIME_TO_FIRST_TOKEN in attributes or sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attributes
+    )
+
+
+def find_server_span(span: Span) -> Span | None:
+    """The model server's SERVER span joined under this client span (through traceparent)."""
+    stack = list(span.children)
+    while stack:
+        child = stack.pop()
+        if child.kind == KIND_SERVER:
+            return child
+        stack.extend(child.children)
+    return None
+
+
+def _queue_spans_duration(server: Span) -> float:
+    """Time in queue-stage spans under a server span (outermost only, measured on its clock)."""
+    total = 0.0
+    stack = list(server.children)
+    while stack:
+        span = stack.pop()
+        if span.attributes.get(sc.STAGE) == "queue":
+            total += max(span.duration, 0.0)
+        else:
+            stack.extend(span.children)
+    return total
+
+
+def server_timings(span: Span) -> ServerTimings | None:
+    """Server-side durations for a model call: from a joined server span or reported timings."""
+    server = find_server_span(span)
+    if server is not None:
+        attributes = server.attributes
+        if sc.GEN_AI_LATENCY_TIME_IN_QUEUE in attributes or sc.GEN_AI_LATENCY_E2E in attributes:
+            # vLLM's llm_request span
+            return ServerTimings(
+                queue=_seconds(attributes.get(sc.GEN_AI_LATENCY_TIME_IN_QUEUE)) or 0.0,
+                time_to_first_token=_seconds(attributes.get(sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)),
+                end_to_end=_seconds(attributes.get(sc.GEN_AI_LATENCY_E2E)) or server.duration,
+            )
+        proxy_queue = _seconds(attributes.get(sc.SERVER_PROXY_QUEUE_TIME)) or 0.0
+        server_ttft = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
+        if server_ttft is None:
+            server_ttft = _seconds(attributes.get(sc.TIME_TO_FIRST_TOKEN))
+        return ServerTimings(
+            queue=proxy_queue + _queue_spans_duration(server),
+            time_to_first_token=server_ttft,
+            end_to_end=server.duration if server.end > server.start else None,
+        )
+    attributes = span.attributes
+    reported_queue = _seconds(attributes.get(sc.SERVER_QUEUE_TIME))
+    reported_ttft = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
+    reported_total = _seconds(attributes.get(sc.SERVER_PROCESSING_TIME))
+    if reported_queue is None and reported_ttft is None and reported_total is None:
+        return None
+    return ServerTimings(reported_queue or 0.0, reported_ttft, reported_total)
+
+
+def _transport_time(span: Span) -> float:
+    attributes = span.attributes
+    total = 0.0
+    for name in (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT):
+        value = _seconds(attributes.get(name))
+        if value is not None and value > 0:
+            total += value
+    return total
+
+
+def model_phases(span: Span) -> ModelPhases:
+    """Split one model call into network, queue, ttft and generation (durations only)."""
+    duration = max(span.duration, 0.0)
+    client_first = first_token_time(span)
+    if client_first is not None:
+        client_first = min(max(client_first, 0.0), duration)
+    server = server_timings(span)
+    network: float | None = None
+    queue = 0.0
+    if server is not None:
+        queue = server.queue
+        if client_first is not None and server.time_to_first_token is not None:
+            network = client_first - server.time_to_first_token
+        elif server.end_to_end is not None:
+            network = duration - server.end_to_end
+        known_server_split = (
+            server.time_to_first_token is not None and server.end_to_end is not None
+        )
+        if client_first is None and known_server_split:
+            assert server.end_to_end is not None and server.time_to_first_token is not None
+            decode = max(server.end_to_end - server.time_to_first_token, 0.0)
+            client_first = max(duration - decode, 0.0)
+    if network is None:
+        network = _transport_time(span)
+    first = duration if client_first is None else client_first
+    network = min(max(network, 0.0), first)
+    queue = min(max(queue, 0.0), first - network)
+    return ModelPhases(
+        network=network,
+        queue=queue,
+        ttft=first - network - queue,
+        generation=duration - first,
+        server_joined=server is not None,
+    )
+
+
+def _emit_model_call(span: Span, low: int, high: int, out: list[Segment]) -> None:
+    phases = model_phases(span)
+    boundary = span.start
+    for stage, seconds in (
+        ("network", phases.network),
+        ("queue", phases.queue),
+        ("ttft", phases.ttft),
+        ("generation", phases.generation),
+    ):
+        phase_start = boundary
+        boundary = span.end if stage == "generation" else boundary + round(seconds * NANOS)
+        start = max(phase_start, low)
+        end = min(boundary, high)
+        if end > start:
+            out.append(Segment(stage, start, end, span.name))
+
+
+def _end_time(span: Span) -> int:
+    return span.end
+
+
+def _walk_critical_path(
+    span: Span, low: int, high: int, inherited: str, out: list[Segment]
+) -> None:
+    stage = declared_stage(span) or inherited
+    if is_model_call(span):
+        # The client's own measurements divide the call; children (HTTP spans, the server's
+        # span on another clock) are already accounted for by those durations.
+        _emit_model_call(span, low, high, out)
+        return
+    cursor = high
+    if span.children:
+        for child in sorted(span.children, key=_end_time, reverse=True):
+            if child.start >= cursor:
+                continue  # entirely after the stretch already explained: concurrent work
+            child_end = min(child.end, cursor)
+            if child_end <= low:
+                break
+            child_start = max(child.start, low)
+            if child_end <= child_start:
+                continue
+            if child_end < cursor:
+                out.append(Segment(stage, child_end, cursor, span.name))
+            _walk_critical_path(child, child_start, child_end, stage, out)
+            cursor = child_start
+            if cursor <= low:
+                break
+    if cursor > low:
+        out.append(Segment(stage, low, cursor, span.name))
+
+
+def critical_path(trace: Trace) -> list[Segment]:
+    """The root's duration as consecutive stage segments along the critical path, in time order."""
+    root = trace.root
+    out: list[Segment] = []
+    if root.end > root.start:
+        _walk_critical_path(root, root.start, root.end, _ROOT_STAGE, out)
+    out.sort(key=_segment_start)
+    return out
+
+
+def _segment_start(segment: Segment) -> int:
+    return segment.start
+
+
+def breakdown(trace: Trace, *, keep_segments: bool = False) -> TraceBreakdown:
+    """Seconds per stage for one trace; the values sum to the trace's end-to-end time."""
+    segments = critical_path(trace)
+    stages: dict[str, float] = {}
+    for segment in segments:
+        stages[segment.stage] = stages.get(segment.stage, 0.0) + (segment.end - segment.start)
+    for stage in stages:
+        stages[stage] /= NANOS
+    return TraceBreakdown(
+        trace_id=trace.trace_id,
+        duration=trace.duration,
+        stages=stages,
+        orphan=trace.orphan,
+        segments=segments if keep_segments else [],
+    )

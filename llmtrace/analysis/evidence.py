@@ -1,0 +1,137 @@
+"""Facts from span attributes that advice can cite: model calls, context sizes, connections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmtrace import semconv as sc
+from llmtrace.analysis.breakdown import first_token_time, is_model_call, model_phases
+from llmtrace.analysis.model import Span, Trace
+
+
+@dataclass(slots=True)
+class ModelCall:
+    """One model call as the client saw it (seconds, token counts as reported)."""
+
+    model: str
+    duration: float
+    time_to_first_token: float | None
+    generation_time: float | None
+    output_tokens_per_second: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    streamed: bool | None
+    queue: float
+    network: float
+    server_joined: bool
+    connect: float | None
+    finish_reasons: list[str]
+    max_tokens: int | None
+    input_hash: int | None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def model_call(span: Span) -> ModelCall:
+    attributes = span.attributes
+    duration = max(span.duration, 0.0)
+    ttft = first_token_time(span)
+    generation = _number(attributes.get(sc.GENERATION_TIME))
+    if generation is None and ttft is not None:
+        generation = max(duration - ttft, 0.0)
+    output_tokens = _count(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
+    speed = _number(attributes.get(sc.OUTPUT_TOKENS_PER_SECOND))
+    if speed is None and output_tokens and generation:
+        speed = output_tokens / generation
+    stream = attributes.get(sc.GEN_AI_REQUEST_STREAM)
+    reasons = attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
+    phases = model_phases(span)
+    model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    input_hash = attributes.get(sc.GEN_AI_INPUT_MESSAGES)
+    return ModelCall(
+        model=str(model) if model else "unknown",
+        duration=duration,
+        time_to_first_token=ttft,
+        generation_time=generation,
+        output_tokens_per_second=speed,
+        input_tokens=_count(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
+        output_tokens=output_tokens,
+        streamed=stream if isinstance(stream, bool) else (True if ttft is not None else None),
+        queue=phases.queue,
+        network=phases.network,
+        server_joined=phases.server_joined,
+        connect=_number(attributes.get(sc.HTTP_CONNECT)),
+        finish_reasons=[str(r) for r in reasons] if isinstance(reasons, list) else [],
+        max_tokens=_count(attributes.get(sc.GEN_AI_REQUEST_MAX_TOKENS)),
+        input_hash=input_hash if isinstance(input_hash, int) else None,
+    )
+
+
+@dataclass(slots=True)
+class TraceFacts:
+    """What one trace says beyond its timing: model calls and the sizes that drive latency."""
+
+    model_calls: list[ModelCall] = field(default_factory=list)
+    retrieval_returned: list[int] = field(default_factory=list)
+    retrieval_top_k: list[int] = field(default_factory=list)
+    retrieval_query_hashes: list[int] = field(default_factory=list)
+    rerank_inputs: list[int] = field(default_factory=list)
+    embedding_inputs: list[int] = field(default_factory=list)
+    prompt_chars: list[int] = field(default_factory=list)
+    tool_durations: dict[str, list[float]] = field(default_factory=dict)
+    bench_run: str | None = None
+    bench_concurrency: int | None = None
+    bench_question_set_hash: str | None = None
+    warmup: bool = False
+
+
+def trace_facts(trace: Trace) -> TraceFacts:
+    facts = TraceFacts()
+    for span in trace.root.walk():
+        attributes = span.attributes
+        if not attributes:
+            continue
+        if is_model_call(span):
+            facts.model_calls.append(model_call(span))
+            continue
+        if sc.RETRIEVAL_RETURNED in attributes:
+            returned = _count(attributes[sc.RETRIEVAL_RETURNED])
+            if returned is not None:
+                facts.retrieval_returned.append(returned)
+        if sc.GEN_AI_RETRIEVAL_TOP_K in attributes:
+            top_k = _count(attributes[sc.GEN_AI_RETRIEVAL_TOP_K])
+            if top_k is not None:
+                facts.retrieval_top_k.append(top_k)
+        query_hash = attributes.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
+        if isinstance(query_hash, int):
+            facts.retrieval_query_hashes.append(query_hash)
+        for name, bucket in (
+            (sc.RERANK_INPUT_COUNT, facts.rerank_inputs),
+            (sc.EMBEDDING_INPUT_COUNT, facts.embedding_inputs),
+            (sc.PROMPT_CHARS, facts.prompt_chars),
+        ):
+            if name in attributes:
+                value = _count(attributes[name])
+                if value is not None:
+                    bucket.append(value)
+        if attributes.get(sc.STAGE) == "tool":
+            tool = str(attributes.get(sc.GEN_AI_TOOL_NAME) or span.name)
+            facts.tool_durations.setdefault(tool, []).append(max(span.duration, 0.0))
+        if sc.BENCH_RUN in attributes:
+            facts.bench_run = str(attributes[sc.BENCH_RUN])
+            facts.bench_concurrency = _count(attributes.get(sc.BENCH_CONCURRENCY))
+            question_set = attributes.get(sc.BENCH_QUESTION_SET_HASH)
+            facts.bench_question_set_hash = str(question_set) if question_set else None
+        if attributes.get(sc.BENCH_WARMUP) is True:
+            facts.warmup = True
+    return facts

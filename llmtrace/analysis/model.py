@@ -1,0 +1,94 @@
+"""Trace trees as plain data: what the parser produces and every analysis step reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# OTLP SpanKind values (the protobuf enum; JSON may carry the int or its name).
+KIND_UNSPECIFIED = 0
+KIND_INTERNAL = 1
+KIND_SERVER = 2
+KIND_CLIENT = 3
+KIND_PRODUCER = 4
+KIND_CONSUMER = 5
+
+NANOS = 1_000_000_000
+
+
+@dataclass(slots=True, eq=False)
+class Span:
+    """One finished (or still open) span; times are unix nanoseconds on the emitting host's clock."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: int
+    start: int
+    end: int
+    attributes: dict[str, Any]
+    service: str | None = None
+    children: list[Span] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        """Seconds between start and end (negative for an invalid end)."""
+        return (self.end - self.start) / NANOS
+
+    def walk(self) -> list[Span]:
+        """This span and all its descendants, parents before children."""
+        out: list[Span] = []
+        stack = [self]
+        while stack:
+            span = stack.pop()
+            out.append(span)
+            stack.extend(reversed(span.children))
+        return out
+
+
+@dataclass(slots=True, eq=False)
+class Trace:
+    """One request: a root span and its subtree.
+
+    ``orphan`` marks a subtree whose parent span never arrived (not exported, dropped, or still
+    open); it is analysed as a trace of its own so its time is not lost, and reported as such.
+    """
+
+    trace_id: str
+    root: Span
+    orphan: bool = False
+
+    @property
+    def duration(self) -> float:
+        return self.root.duration
+
+    @property
+    def service(self) -> str | None:
+        return self.root.service
+
+    def spans(self) -> list[Span]:
+        return self.root.walk()
+
+
+@dataclass(slots=True)
+class TraceSet:
+    """Everything read from one source, ready for analysis.
+
+    ``excluded_open`` counts traces left out because their root span has no valid end;
+    ``warnings`` holds problems met while reading (a malformed line, with file and line number).
+    """
+
+    source: str
+    traces: list[Trace]
+    service: str | None = None
+    excluded_open: int = 0
+    warnings: list[str] = field(default_factory=list)
+    jaeger_url: str | None = None
+
+    @property
+    def orphans(self) -> int:
+        return sum(1 for trace in self.traces if trace.orphan)
+
+    @property
+    def span_count(self) -> int:
+        return sum(len(trace.spans()) for trace in self.traces)

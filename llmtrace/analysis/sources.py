@@ -1,0 +1,386 @@
+"""Where traces come from: a trace file or directory (gzip and rotated files too), or Jaeger.
+
+Everything goes through the one OTLP JSON parser in ``llmtrace.analysis.otlp``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import httpx
+
+from llmtrace.analysis.model import NANOS, Trace, TraceSet
+from llmtrace.analysis.otlp import OTLPFormatError, SpanCollector, documents_from_stream
+from llmtrace.errors import SourceError
+
+MAX_WARNINGS = 50
+JAEGER_PAGE = 500
+JAEGER_DEFAULT_LOOKBACK = timedelta(hours=1)
+JAEGER_DEFAULT_LIMIT = 2000
+# Services a Jaeger install reports about itself; never the application under study.
+_JAEGER_OWN_SERVICES = frozenset(
+    {"jaeger", "jaeger-query", "jaeger-all-in-one", "jaeger-collector"}
+)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_TRACE_FILE = re.compile(r".*\.(jsonl|json)(\.\d+)?(\.gz)?$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``15m``, ``2h``, ``90s``, ``1d`` → timedelta."""
+    match = _DURATION.match(text)
+    if not match:
+        raise SourceError(
+            f"invalid duration {text!r}: use a number and a unit, e.g. 30s, 15m, 2h, 1d"
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def parse_time(text: str, *, now: datetime | None = None) -> datetime:
+    """An ISO 8601 time (``2025-01-31T12:00``, UTC unless it says otherwise) or ``2h`` (ago)."""
+    now = now or datetime.now(UTC)
+    if text.strip() == "now":
+        return now
+    if _DURATION.match(text):
+        return now - parse_duration(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SourceError(
+            f"invalid time {text!r}: use ISO 8601 (2025-01-31T12:00:00Z) or a time ago (2h)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _as_time(value: datetime | str | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return parse_time(value)
+
+
+def _as_duration(value: timedelta | str | None) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    return parse_duration(value)
+
+
+def is_jaeger_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def load_traces(
+    source: str,
+    *,
+    service: str | None = None,
+    lookback: timedelta | str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    limit: int | None = None,
+    trace_id: str | None = None,
+) -> TraceSet:
+    """Read traces from a file, a directory of trace files, or a Jaeger base URL.
+
+    Filters: ``service`` keeps traces with a span of that service; ``lookback`` / ``since`` /
+    ``until`` keep traces whose root started in the window; ``limit`` keeps the most recent N;
+    ``trace_id`` reads one trace. Raises ``SourceError`` when the source cannot be read.
+    """
+    since_time = _as_time(since)
+    until_time = _as_time(until)
+    lookback_span = _as_duration(lookback)
+    if lookback_span is not None:
+        since_time = (until_time or datetime.now(UTC)) - lookback_span
+    if trace_id is not None:
+        trace_id = trace_id.strip().lower()
+    if limit is not None and limit <= 0:
+        raise SourceError(f"invalid limit {limit}: use a positive number of traces")
+    if is_jaeger_url(source):
+        traceset = _load_jaeger(source, service, since_time, until_time, limit, trace_id)
+    else:
+        traceset = _load_files(Path(source))
+    traceset.service = service
+    traceset.traces = _filter(traceset.traces, service, since_time, until_time, limit, trace_id)
+    return traceset
+
+
+def _filter(
+    traces: list[Trace],
+    service: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    trace_id: str | None,
+) -> list[Trace]:
+    if trace_id is not None:
+        traces = [trace for trace in traces if trace.trace_id == trace_id]
+    if service is not None:
+        traces = [
+            trace for trace in traces if any(span.service == service for span in trace.spans())
+        ]
+    if since is not None:
+        low = int(since.timestamp() * NANOS)
+        traces = [trace for trace in traces if trace.root.start >= low]
+    if until is not None:
+        high = int(until.timestamp() * NANOS)
+        traces = [trace for trace in traces if trace.root.start < high]
+    if limit is not None and len(traces) > limit:
+        traces = sorted(traces, key=lambda trace: trace.root.start)[-limit:]
+    return traces
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files of a directory: ``*.jsonl``, rotated ``*.jsonl.1``…, ``.json``, gzip."""
+    files = [p for p in path.iterdir() if p.is_file() and _TRACE_FILE.match(p.name)]
+    return sorted(files, key=_rotation_order)
+
+
+def _rotation_order(path: Path) -> tuple[str, int]:
+    # traces.jsonl.3 is older than traces.jsonl.1, which is older than traces.jsonl
+    match = re.search(r"\.(\d+)(\.gz)?$", path.name)
+    base = path.name[: match.start()] if match else re.sub(r"\.gz$", "", path.name)
+    return (base, -int(match.group(1)) if match else 0)
+
+
+def _open(path: Path) -> BinaryIO:
+    handle = path.open("rb")
+    if handle.read(2) == b"\x1f\x8b":
+        handle.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    handle.seek(0)
+    return handle
+
+
+def read_trace_lines(
+    lines: Iterable[bytes], name: str, collector: SpanCollector, warnings: list[str]
+) -> int:
+    """Feed OTLP JSON lines to ``collector``; a bad line becomes a warning, the rest is read."""
+    bad = 0
+    loads = json.loads
+    add = collector.add_document
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            add(loads(line))
+        except json.JSONDecodeError as exc:
+            bad += 1
+            _warn(warnings, f"{name}:{number}: not valid JSON ({exc.msg} at column {exc.colno})")
+        except (OTLPFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            bad += 1
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            _warn(warnings, f"{name}:{number}: not OTLP trace data ({detail})")
+    return bad
+
+
+def _warn(warnings: list[str], message: str) -> None:
+    if len(warnings) < MAX_WARNINGS:
+        warnings.append(message)
+    elif len(warnings) == MAX_WARNINGS:
+        warnings.append("… further problems not shown")
+
+
+def _read_file(path: Path, collector: SpanCollector, warnings: list[str]) -> None:
+    try:
+        with _open(path) as handle:
+            if path.suffix == ".json" or path.name.endswith(".json.gz"):
+                # A whole-file JSON document (pretty-printed OTLP, a saved Jaeger answer).
+                text = handle.read().decode("utf-8", errors="replace")
+                try:
+                    for document in documents_from_stream(text):
+                        collector.add_document(document)
+                    return
+                except (json.JSONDecodeError, OTLPFormatError, KeyError, TypeError, ValueError):
+                    read_trace_lines(text.encode().splitlines(), str(path), collector, warnings)
+                    return
+            read_trace_lines(handle, str(path), collector, warnings)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        _warn(warnings, f"{path}: cannot read ({exc})")
+
+
+def _load_files(path: Path) -> TraceSet:
+    if not path.exists():
+        raise SourceError(
+            f"no traces at {path}: run an application with llmtrace.init() first, or pass a "
+            "trace file, a directory of trace files or a Jaeger URL (http://host:16686)"
+        )
+    files = trace_files(path) if path.is_dir() else [path]
+    if not files:
+        raise SourceError(f"no trace files (*.jsonl, *.jsonl.N, *.json, *.gz) in {path}")
+    collector = SpanCollector()
+    warnings: list[str] = []
+    for file in files:
+        _read_file(file, collector, warnings)
+    traces, excluded_open = collector.assemble()
+    return TraceSet(str(path), traces, excluded_open=excluded_open, warnings=warnings)
+
+
+# --- Jaeger ------------------------------------------------------------------------------------
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class JaegerClient:
+    """Jaeger's query API v3 (``/api/v3``), which answers in OTLP JSON."""
+
+    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> httpx.Response:
+        try:
+            return self._http.get(path, params=params)
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise SourceError(
+                f"cannot reach Jaeger at {self.base_url} ({reason}): is the Jaeger query "
+                "service running, and is this its URL (default port 16686)?"
+            ) from None
+
+    def _not_jaeger(self, path: str, response: httpx.Response) -> SourceError:
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        return SourceError(
+            f"{self.base_url} does not look like Jaeger's query service: GET {path} answered "
+            f"HTTP {response.status_code} ({kind}); pass the Jaeger UI/query URL, "
+            "e.g. http://localhost:16686"
+        )
+
+    def services(self) -> list[str]:
+        path = "/api/v3/services"
+        response = self._get(path)
+        try:
+            body = response.json()
+        except ValueError:
+            raise self._not_jaeger(path, response) from None
+        if response.status_code != 200 or not isinstance(body, dict) or "services" not in body:
+            raise self._not_jaeger(path, response)
+        services = body.get("services") or []
+        return [str(name) for name in services]
+
+    def _documents(self, path: str, response: httpx.Response) -> list[Any]:
+        if response.status_code == 404 and "json" in response.headers.get("content-type", ""):
+            return []  # Jaeger answers "not found" when no trace matches
+        if response.status_code != 200:
+            raise SourceError(
+                f"Jaeger at {self.base_url} answered HTTP {response.status_code} to GET {path}: "
+                f"{response.text.strip()[:200]}"
+            )
+        try:
+            documents = list(documents_from_stream(response.text))
+        except json.JSONDecodeError:
+            raise self._not_jaeger(path, response) from None
+        for document in documents:
+            if isinstance(document, dict) and "error" in document:
+                error = document["error"]
+                message = error.get("message", error) if isinstance(error, dict) else error
+                if isinstance(error, dict) and error.get("httpCode") == 404:
+                    return []
+                raise SourceError(f"Jaeger at {self.base_url} reported an error: {message}")
+        return documents
+
+    def trace(self, trace_id: str) -> list[Any]:
+        path = f"/api/v3/traces/{trace_id}"
+        return self._documents(path, self._get(path))
+
+    def find(self, service: str, start: datetime, end: datetime, count: int) -> list[Any]:
+        path = "/api/v3/traces"
+        params = {
+            "query.service_name": service,
+            "query.start_time_min": _rfc3339(start),
+            "query.start_time_max": _rfc3339(end),
+            "query.num_traces": str(count),
+            "query.search_depth": str(count),
+        }
+        return self._documents(path, self._get(path, params))
+
+
+def _trace_ids(documents: Iterable[Any]) -> set[str]:
+    collector = SpanCollector()
+    for document in documents:
+        collector.add_document(document)
+    return set(collector.by_trace)
+
+
+def _find_window(
+    client: JaegerClient,
+    service: str,
+    start: datetime,
+    end: datetime,
+    wanted: int,
+    collector: SpanCollector,
+    seen: set[str],
+) -> None:
+    """Read up to ``wanted`` traces started in [start, end), newest first.
+
+    Jaeger caps one answer at the requested number of traces; when an answer is full the window
+    is split in halves (newer half first) so that a large window is read in pages.
+    """
+    page = min(wanted, JAEGER_PAGE)
+    documents = client.find(service, start, end, page)
+    found = _trace_ids(documents) - seen
+    if len(found) >= page and end - start > timedelta(milliseconds=2):
+        middle = start + (end - start) / 2
+        _find_window(client, service, middle, end, wanted, collector, seen)
+        remaining = wanted - len(seen)
+        if remaining > 0:
+            _find_window(client, service, start, middle, remaining, collector, seen)
+        return
+    for document in documents:
+        collector.add_document(document)
+    seen.update(found)
+
+
+def _load_jaeger(
+    base_url: str,
+    service: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    trace_id: str | None,
+) -> TraceSet:
+    client = JaegerClient(base_url)
+    collector = SpanCollector()
+    try:
+        services = client.services()  # also proves the URL is Jaeger's query service
+        if trace_id is not None:
+            for document in client.trace(trace_id):
+                collector.add_document(document)
+            if not collector.by_trace:
+                raise SourceError(f"trace {trace_id} not found in Jaeger at {client.base_url}")
+        else:
+            end = until or datetime.now(UTC)
+            start = since or end - JAEGER_DEFAULT_LOOKBACK
+            wanted = limit or JAEGER_DEFAULT_LIMIT
+            if service is not None:
+                targets = [service]
+            else:
+                targets = [name for name in services if name not in _JAEGER_OWN_SERVICES]
+            seen: set[str] = set()
+            for name in targets:
+                _find_window(client, name, start, end, wanted, collector, seen)
+    except OTLPFormatError as exc:
+        raise SourceError(
+            f"Jaeger at {client.base_url} answered with unexpected data: {exc}"
+        ) from None
+    finally:
+        client.close()
+    traces, excluded_open = collector.assemble()
+    return TraceSet(
+        base_url.rstrip("/"), traces, excluded_open=excluded_open, jaeger_url=base_url.rstrip("/")
+    )
+
+
+def iter_lines(handle: BinaryIO) -> Iterator[bytes]:
+    yield from handle

@@ -1,0 +1,1 @@
+"""Renderers: present a built ``Report`` or ``Comparison``; they never compute statistics."""

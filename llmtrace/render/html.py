@@ -1,0 +1,322 @@
+"""The report as one self-contained HTML file: inline CSS and SVG charts, nothing fetched.
+
+Charts: a stacked bar of stage shares, per-stage percentiles, the TTFT distribution and a
+waterfall of the slowest trace. Every figure comes from the ``Report``; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from llmtrace import semconv as sc
+from llmtrace.analysis.model import TraceSet
+from llmtrace.analysis.report import Report
+from llmtrace.analysis.units import format_count, format_seconds, format_share
+
+STAGE_COLORS = {
+    "queue": "#e15759",
+    "load": "#9c755f",
+    "prompt": "#b07aa1",
+    "embedding": "#76b7b2",
+    "retrieval": "#4e79a7",
+    "rerank": "#59a14f",
+    "cache": "#bab0ac",
+    "ttft": "#f28e2b",
+    "generation": "#edc948",
+    "tool": "#ff9da7",
+    "network": "#86bcb6",
+    "postprocess": "#8cd17d",
+    "other": "#d4d4d4",
+}
+PERCENTILE_COLORS = {"p50": "#4e79a7", "p90": "#76b7b2", "p95": "#f28e2b", "p99": "#e15759"}
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
+.meta{color:#666}.warn{color:#a15c00}
+table{border-collapse:collapse;margin:8px 0}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
+th:first-child,td:first-child{text-align:left}th{background:#fafafa}
+.bottleneck{background:#fff4f0;border-left:4px solid #e15759;padding:8px 14px}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}
+.legend span{margin-right:14px;white-space:nowrap}
+svg text{font:12px system-ui,sans-serif;fill:#333}
+code{font-size:12px}
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _color(stage: str) -> str:
+    return STAGE_COLORS.get(stage, "#999")
+
+
+def _legend(stages: list[str]) -> str:
+    items = "".join(
+        f'<span><i class="swatch" style="background:{_color(s)}"></i>{_esc(s)}</span>'
+        for s in stages
+    )
+    return f'<div class="legend">{items}</div>'
+
+
+def stage_share_chart(report: Report) -> str:
+    width, height = 1000, 46
+    x = 0.0
+    parts = []
+    for stage, summary in report.stages.items():
+        w = summary.share * width
+        if w <= 0:
+            continue
+        parts.append(
+            f'<rect class="share" data-stage="{_esc(stage)}" x="{x:.2f}" y="0" width="{w:.2f}" '
+            f'height="{height}" fill="{_color(stage)}"><title>{_esc(stage)}: '
+            f"{format_share(summary.share)} ({format_seconds(summary.distribution.mean)} mean)"
+            "</title></rect>"
+        )
+        if w > 48:
+            parts.append(
+                f'<text x="{x + 4:.2f}" y="28">{_esc(stage)} {format_share(summary.share)}</text>'
+            )
+        x += w
+    return (
+        f'<svg id="chart-stage-shares" viewBox="0 0 {width} {height}" width="100%" '
+        f'role="img" aria-label="share of mean end-to-end time by stage">{"".join(parts)}</svg>'
+        + _legend(list(report.stages))
+    )
+
+
+def percentile_chart(report: Report) -> str:
+    rows = list(report.stages.items())
+    if report.end_to_end:
+        rows_labels = [("end-to-end", report.end_to_end)] + [(s, v.distribution) for s, v in rows]
+    else:
+        rows_labels = [(s, v.distribution) for s, v in rows]
+    label_width, plot_width, row_height = 110, 800, 52
+    top = max((d.p99 for _, d in rows_labels), default=0.0) or 1.0
+    height = row_height * len(rows_labels) + 24
+    parts = []
+    for i, (label, dist) in enumerate(rows_labels):
+        y = i * row_height + 6
+        parts.append(f'<text x="0" y="{y + 24}">{_esc(label)}</text>')
+        for j, name in enumerate(("p50", "p90", "p95", "p99")):
+            value = dist.at(name)
+            w = max(value / top * plot_width, 0.5)
+            parts.append(
+                f'<rect class="pct" data-stage="{_esc(label)}" data-percentile="{name}" '
+                f'x="{label_width}" y="{y + j * 11}" width="{w:.2f}" height="10" '
+                f'fill="{PERCENTILE_COLORS[name]}"><title>{_esc(label)} {name.upper()}: '
+                f"{format_seconds(value)}</title></rect>"
+            )
+        parts.append(
+            f'<text x="{label_width + max(dist.p99 / top * plot_width, 0.5) + 6:.2f}" '
+            f'y="{y + 38}">P99 {format_seconds(dist.p99)}</text>'
+        )
+    legend = "".join(
+        f'<span><i class="swatch" style="background:{c}"></i>{n.upper()}</span>'
+        for n, c in PERCENTILE_COLORS.items()
+    )
+    return (
+        f'<svg id="chart-percentiles" viewBox="0 0 1000 {height}" width="100%" role="img" '
+        f'aria-label="per-stage percentiles">{"".join(parts)}</svg>'
+        f'<div class="legend">{legend}</div>'
+    )
+
+
+def ttft_histogram_chart(report: Report) -> str:
+    edges = report.ttft_histogram.get("edges") or []
+    counts = report.ttft_histogram.get("counts") or []
+    if not counts:
+        return '<p class="meta">No model call recorded a time to first token.</p>'
+    width, height, bottom = 1000, 220, 24
+    peak = max(counts) or 1
+    bar = width / len(counts)
+    parts = []
+    for i, count in enumerate(counts):
+        h = count / peak * (height - bottom - 10)
+        parts.append(
+            f'<rect class="bin" x="{i * bar + 1:.2f}" y="{height - bottom - h:.2f}" '
+            f'width="{bar - 2:.2f}" height="{h:.2f}" fill="{_color("ttft")}"><title>'
+            f"{format_seconds(edges[i])} - {format_seconds(edges[i + 1])}: {count} calls"
+            "</title></rect>"
+        )
+    for i in (0, len(counts) // 2, len(counts)):
+        anchor = "start" if i == 0 else ("end" if i == len(counts) else "middle")
+        parts.append(
+            f'<text x="{i * bar:.2f}" y="{height - 6}" text-anchor="{anchor}">'
+            f"{format_seconds(edges[i])}</text>"
+        )
+    return (
+        f'<svg id="chart-ttft" viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="time to first token distribution">{"".join(parts)}</svg>'
+    )
+
+
+def waterfall_chart(report: Report) -> str:
+    waterfall = report.waterfall
+    if waterfall is None or waterfall.duration <= 0:
+        return '<p class="meta">No trace to show.</p>'
+    label_width, plot_width, row = 300, 690, 18
+    scale = plot_width / waterfall.duration
+    rows = len(waterfall.spans) + 1
+    height = rows * row + 30
+    parts = ['<text x="0" y="13">critical path</text>']
+    for stage, start, end in waterfall.critical_path:
+        parts.append(
+            f'<rect class="critical" x="{label_width + start * scale:.2f}" y="2" '
+            f'width="{max((end - start) * scale, 0.5):.2f}" height="14" fill="{_color(stage)}">'
+            f"<title>{_esc(stage)} {format_seconds(end - start)}</title></rect>"
+        )
+    for i, span in enumerate(waterfall.spans, start=1):
+        y = i * row + 4
+        name = span.name if len(span.name) <= 38 else span.name[:37] + "…"
+        parts.append(f'<text x="{span.depth * 10}" y="{y + 11}">{_esc(name)}</text>')
+        parts.append(
+            f'<rect class="span" data-stage="{_esc(span.stage)}" '
+            f'x="{label_width + span.start * scale:.2f}" y="{y}" '
+            f'width="{max(span.duration * scale, 0.5):.2f}" height="13" fill="{_color(span.stage)}">'
+            f"<title>{_esc(span.name)} ({_esc(span.stage)}): {format_seconds(span.duration)} "
+            f"at +{format_seconds(span.start)}</title></rect>"
+        )
+    parts.append(
+        f'<text x="{label_width}" y="{height - 6}">0</text>'
+        f'<text x="{label_width + plot_width}" y="{height - 6}" text-anchor="end">'
+        f"{format_seconds(waterfall.duration)}</text>"
+    )
+    note = " (first spans only)" if waterfall.truncated else ""
+    return (
+        f'<svg id="chart-waterfall" viewBox="0 0 1000 {height}" width="100%" role="img" '
+        f'aria-label="waterfall of the slowest trace">{"".join(parts)}</svg>'
+        f'<p class="meta">Trace <code>{_esc(waterfall.trace_id)}</code>, '
+        f"{format_seconds(waterfall.duration)}{note}.</p>"
+    )
+
+
+def _stage_table(report: Report) -> str:
+    head = "<tr><th>stage</th><th>mean</th><th>P50</th><th>P90</th><th>P95</th><th>P99</th><th>share</th></tr>"
+    rows = []
+    for stage, summary in report.stages.items():
+        d = summary.distribution
+        cells = "".join(
+            f"<td>{format_seconds(v)}</td>" for v in (d.mean, d.p50, d.p90, d.p95, d.p99)
+        )
+        rows.append(
+            f'<tr><td><i class="swatch" style="background:{_color(stage)}"></i>{_esc(stage)}</td>'
+            f"{cells}<td>{format_share(summary.share)}</td></tr>"
+        )
+    if report.end_to_end:
+        d = report.end_to_end
+        cells = "".join(
+            f"<td>{format_seconds(v)}</td>" for v in (d.mean, d.p50, d.p90, d.p95, d.p99)
+        )
+        rows.append(f"<tr><th>end-to-end</th>{cells}<td>100%</td></tr>")
+    return f'<table id="stages">{head}{"".join(rows)}</table>'
+
+
+def _models_table(report: Report) -> str:
+    if not report.models:
+        return ""
+    rows = []
+    for model, usage in report.models.items():
+        ttft = usage.time_to_first_token
+        rows.append(
+            f"<tr><td>{_esc(model)}</td><td>{usage.calls}</td>"
+            f"<td>{format_count(usage.input_tokens.mean) if usage.input_tokens else '-'}</td>"
+            f"<td>{format_count(usage.output_tokens.mean) if usage.output_tokens else '-'}</td>"
+            f"<td>{format_seconds(ttft.p50) if ttft else '-'}</td>"
+            f"<td>{format_seconds(ttft.p95) if ttft else '-'}</td>"
+            f"<td>{format_count(usage.output_tokens_per_second.mean) if usage.output_tokens_per_second else '-'}</td></tr>"
+        )
+    return (
+        "<h2>Model calls</h2><table><tr><th>model</th><th>calls</th><th>input tokens</th>"
+        "<th>output tokens</th><th>TTFT P50</th><th>TTFT P95</th><th>tokens/s</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _slowest_table(report: Report) -> str:
+    rows = []
+    for slow in report.slowest:
+        trace = _esc(slow.trace_id)
+        link = f'<a href="{_esc(slow.url)}">{trace}</a>' if slow.url else f"<code>{trace}</code>"
+        stages = ", ".join(
+            f"{_esc(s)} {format_seconds(v)}" for s, v in list(slow.stages.items())[:3]
+        )
+        orphan = " (orphan)" if slow.orphan else ""
+        rows.append(
+            f"<tr><td>{link}{orphan}</td><td>{format_seconds(slow.duration)}</td>"
+            f'<td style="text-align:left">{_esc(slow.root)}</td><td style="text-align:left">{stages}</td></tr>'
+        )
+    return (
+        '<table id="slowest"><tr><th>trace</th><th>time</th><th>root span</th><th>largest stages</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def render_html(report: Report) -> str:
+    title = f"llmtrace report — {report.source}"
+    meta = f"{report.traces} traces from <code>{_esc(report.source)}</code>"
+    if report.service:
+        meta += f", service <code>{_esc(report.service)}</code>"
+    if report.run and report.run.get("name"):
+        meta += f", run <code>{_esc(report.run['name'])}</code>"
+    if report.generated_at:
+        meta += f"; generated {_esc(report.generated_at)}"
+    notes = []
+    if report.excluded_open:
+        notes.append(f"{report.excluded_open} traces still open were left out")
+    if report.orphans:
+        notes.append(f"{report.orphans} orphan subtrees (parent span missing)")
+    notes.extend(report.warnings[:10])
+    body = [f"<h1>{_esc(title)}</h1>", f'<p class="meta">{meta}</p>']
+    body.extend(f'<p class="warn">{_esc(n)}</p>' for n in notes)
+    if report.bottleneck:
+        advice = "".join(f"<li>{_esc(line)}</li>" for line in report.bottleneck.advice)
+        body.append(
+            f'<div class="bottleneck" id="bottleneck"><b>Bottleneck: {_esc(report.bottleneck.stage)}</b> — '
+            f"{format_share(report.bottleneck.share)} of the mean end-to-end time<ul>{advice}</ul></div>"
+        )
+    if report.tail:
+        tail = report.tail
+        body.append(
+            f'<p id="tail"><b>Tail:</b> {tail.traces} traces above P95 ({format_seconds(tail.threshold)}) took '
+            f"{format_seconds(tail.tail_mean)} against {format_seconds(tail.median_mean)} for the median traces; "
+            f"<b>{_esc(tail.stage)}</b> grew most (+{format_seconds(tail.growth)}).</p>"
+        )
+    body += [
+        "<h2>Share of end-to-end time by stage</h2>",
+        stage_share_chart(report),
+        "<h2>Latency by stage</h2>",
+        _stage_table(report),
+        percentile_chart(report),
+        "<h2>Time to first token</h2>",
+        ttft_histogram_chart(report),
+        _models_table(report),
+        "<h2>Slowest trace</h2>",
+        waterfall_chart(report),
+        "<h2>Slowest traces</h2>",
+        _slowest_table(report),
+        f'<p class="meta">Stage names follow llmtrace\'s vocabulary ({_esc(", ".join(sc.STAGES))}).</p>',
+    ]
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def write_html(report: Report, path: str | Path, traceset: TraceSet | None = None) -> Path:
+    """Write the report to ``path`` as one HTML file that needs no network to view.
+
+    ``traceset`` is accepted for callers that hold the traces; the report already carries the
+    slowest trace's waterfall, so a saved JSON report renders the same page.
+    """
+    del traceset
+    target = Path(path)
+    target.write_text(render_html(report), encoding="utf-8")
+    return target

@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from llmtrace import semconv as sc
+from llmtrace.analysis.breakdown import breakdown, critical_path, model_phases
+from llmtrace.analysis.model import KIND_CLIENT, KIND_SERVER, NANOS
+from tests.analysis.trees import Tree
+
+
+def stages_ms(tree: Tree) -> dict[str, float]:
+    result = breakdown(tree.trace())
+    total = sum(result.stages.values())
+    assert total == pytest.approx(result.duration, abs=1e-9)  # every instant counted once
+    return {stage: round(seconds * 1000, 6) for stage, seconds in result.stages.items()}
+
+
+def test_sequential_children_each_count_in_full() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100, stage="other")
+    tree.add("search", 10, 40, parent=root, stage="retrieval")
+    tree.add("rerank", 40, 55, parent=root, stage="rerank")
+    tree.add("format", 60, 90, parent=root, stage="postprocess")
+    assert stages_ms(tree) == {"other": 25, "retrieval": 30, "rerank": 15, "postprocess": 30}
+
+
+def test_parallel_retrievals_count_only_the_critical_path() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100, stage="other")
+    tree.add("search a", 0, 60, parent=root, stage="retrieval")
+    tree.add("embed b", 0, 30, parent=root, stage="embedding")  # concurrent, finished earlier
+    tree.add("generate", 60, 100, parent=root, stage="tool")
+    assert stages_ms(tree) == {"retrieval": 60, "tool": 40}
+
+
+def test_overlapping_children_the_last_to_finish_wins_its_stretch() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100, stage="other")
+    tree.add("a", 0, 70, parent=root, stage="retrieval")
+    tree.add("b", 50, 90, parent=root, stage="embedding")
+    assert stages_ms(tree) == {"retrieval": 50, "embedding": 40, "other": 10}
+
+
+def test_span_without_stage_inherits_and_nested_stages_claim_their_time() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100)  # no stage on the root: other
+    pipeline = tree.add("rag", 0, 80, parent=root, stage="retrieval")
+    helper = tree.add("helper", 10, 50, parent=pipeline)  # inherits retrieval
+    tree.add("embed", 20, 30, parent=helper, stage="embedding")
+    tree.add("tool", 60, 70, parent=pipeline, stage="tool")
+    assert stages_ms(tree) == {"retrieval": 60, "embedding": 10, "tool": 10, "other": 20}
+
+
+def test_unknown_stage_name_counts_as_other() -> None:
+    tree = Tree()
+    tree.add("answer", 0, 10, stage="thinking")
+    assert stages_ms(tree) == {"other": 10}
+
+
+def test_child_outliving_its_parent_is_clamped_to_the_parent() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 50, stage="other")
+    tree.add("fire and forget", 40, 500, parent=root, stage="tool")
+    assert stages_ms(tree) == {"other": 40, "tool": 10}
+
+
+def test_llm_span_is_split_at_its_first_token() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 300, stage="other")
+    tree.add(
+        "chat m",
+        100,
+        300,
+        parent=root,
+        stage="ttft",
+        kind=KIND_CLIENT,
+        **{sc.TIME_TO_FIRST_TOKEN: 0.05},
+    )
+    assert stages_ms(tree) == {"other": 100, "ttft": 50, "generation": 150}
+
+
+def test_llm_span_falls_back_to_time_to_first_chunk() -> None:
+    tree = Tree()
+    tree.add(
+        "chat m",
+        0,
+        100,
+        kind=KIND_CLIENT,
+        **{sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: 0.03},
+    )
+    assert stages_ms(tree) == {"ttft": 30, "generation": 70}
+
+
+def test_llm_span_without_first_token_time_is_all_ttft() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 120, stage="other")
+    tree.add("chat m", 20, 120, parent=root, stage="ttft", **{sc.GEN_AI_REQUEST_STREAM: False})
+    assert stages_ms(tree) == {"other": 20, "ttft": 100}
+
+
+def test_http_phases_count_as_network_at_the_start_of_the_call() -> None:
+    tree = Tree()
+    tree.add(
+        "chat m",
+        0,
+        200,
+        stage="ttft",
+        **{
+            sc.TIME_TO_FIRST_TOKEN: 0.08,
+            sc.HTTP_CONNECT: 0.01,
+            sc.HTTP_TLS: 0.015,
+            sc.HTTP_REQUEST_SENT: 0.005,
+        },
+    )
+    assert stages_ms(tree) == {"network": 30, "ttft": 50, "generation": 120}
+
+
+def _joined_vllm_trace(skew_ms: float) -> Tree:
+    tree = Tree()
+    root = tree.add("answer", 0, 500, stage="other")
+    call = tree.add(
+        "chat m",
+        100,
+        500,
+        parent=root,
+        stage="ttft",
+        kind=KIND_CLIENT,
+        **{sc.TIME_TO_FIRST_TOKEN: 0.2, sc.HTTP_CONNECT: 0.05},
+    )
+    # the server's clock is off by skew_ms: only its durations may be used
+    tree.add(
+        "llm_request",
+        110,
+        480,
+        parent=call,
+        kind=KIND_SERVER,
+        offset_ns=round(skew_ms * 1_000_000),
+        **{
+            sc.GEN_AI_LATENCY_TIME_IN_QUEUE: 0.06,
+            sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: 0.17,
+            sc.GEN_AI_LATENCY_E2E: 0.37,
+        },
+    )
+    return tree
+
+
+@pytest.mark.parametrize("skew_ms", [0, 5000, -5000])
+def test_joined_vllm_server_span_gives_queue_and_network_whatever_its_clock(skew_ms: float) -> None:
+    # client TTFT 200 ms, server TTFT 170 ms of which 60 ms queued → network 30, ttft 110
+    assert stages_ms(_joined_vllm_trace(skew_ms)) == {
+        "other": 100,
+        "network": 30,
+        "queue": 60,
+        "ttft": 110,
+        "generation": 200,
+    }
+
+
+@pytest.mark.parametrize("skew_ms", [0, 5000, -5000])
+def test_joined_llmtrace_server_span_counts_proxy_and_queue_spans(skew_ms: float) -> None:
+    offset = round(skew_ms * 1_000_000)
+    tree = Tree()
+    call = tree.add(
+        "chat m", 0, 400, stage="ttft", kind=KIND_CLIENT, **{sc.TIME_TO_FIRST_TOKEN: 0.25}
+    )
+    server = tree.add(
+        "POST /v1/chat/completions",
+        20,
+        390,
+        parent=call,
+        kind=KIND_SERVER,
+        offset_ns=offset,
+        **{sc.SERVER_PROXY_QUEUE_TIME: 0.01, sc.SERVER_TIME_TO_FIRST_TOKEN: 0.21},
+    )
+    tree.add("wait for worker", 20, 60, parent=server, stage="queue", offset_ns=offset)
+    # network 250-210 = 40; queue 10 + 40 = 50; ttft 250-40-50 = 160; generation 150
+    assert stages_ms(tree) == {"network": 40, "queue": 50, "ttft": 160, "generation": 150}
+
+
+def test_non_streamed_call_with_server_first_token_splits_off_generation() -> None:
+    tree = Tree()
+    call = tree.add("chat m", 0, 400, stage="ttft", kind=KIND_CLIENT)
+    tree.add(
+        "llm_request",
+        5000,
+        5380,
+        parent=call,
+        kind=KIND_SERVER,
+        **{
+            sc.GEN_AI_LATENCY_TIME_IN_QUEUE: 0.02,
+            sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: 0.1,
+            sc.GEN_AI_LATENCY_E2E: 0.38,
+        },
+    )
+    phases = model_phases(tree.trace().root)
+    assert phases.server_joined
+    assert (phases.network, phases.queue, phases.ttft, phases.generation) == pytest.approx(
+        (0.02, 0.02, 0.08, 0.28)
+    )
+
+
+def test_orphan_subtree_becomes_its_own_trace() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100, stage="other")
+    tree.add("search", 10, 40, parent=root, stage="retrieval")
+    tree.add("late child", 200, 260, parent="00000000deadbeef", stage="tool")
+    traces = sorted(tree.traces(), key=lambda t: t.orphan)
+    assert [t.orphan for t in traces] == [False, True]
+    assert breakdown(traces[1]).stages == pytest.approx({"tool": 0.06})
+    assert breakdown(traces[0]).stages == pytest.approx({"other": 0.07, "retrieval": 0.03})
+
+
+def test_critical_path_segments_are_in_time_order_and_contiguous() -> None:
+    tree = Tree()
+    root = tree.add("answer", 0, 100, stage="other")
+    tree.add("search", 10, 40, parent=root, stage="retrieval")
+    tree.add("chat", 40, 100, parent=root, stage="ttft", **{sc.TIME_TO_FIRST_TOKEN: 0.02})
+    segments = critical_path(tree.trace())
+    assert [s.stage for s in segments] == ["other", "retrieval", "ttft", "generation"]
+    for before, after in itertools.pairwise(segments):
+        assert before.end == after.start
+    assert (segments[-1].end - segments[0].start) / NANOS == pytest.approx(0.1)
