@@ -19,7 +19,7 @@ def log_once(logger: logging.Logger, what: str) -> None:
         if what in _logged:
             return
         _logged.add(what)
-    logger.warning("llmtrace: %s; the call proceeds uninstrumented", what, exc_info=True)
+    logger.warning("llmtrace: %s (the application is not affected)", what, exc_info=True)
 
 
 def reset_logged() -> None:

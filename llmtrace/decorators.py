@@ -12,6 +12,7 @@ shared stream lifecycle (``llmtrace.streaming``): the first non-empty item is th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -88,10 +89,8 @@ def _start(spec: _SpanSpec, name: str) -> Span:
 
 def _on_result(spec: _SpanSpec, span: Span, result: Any) -> None:
     if spec.returned_count and span.is_recording():
-        try:
+        with contextlib.suppress(TypeError):  # not a sized result: nothing to count
             span.set_attribute(semconv.RETRIEVAL_RETURNED, len(result))
-        except TypeError:
-            pass
 
 
 def _end_ok(span: Span, call: _LLMCall | None) -> None:
@@ -113,7 +112,9 @@ def _end_error(span: Span, call: _LLMCall | None, exc: BaseException) -> None:
         span.end()
 
 
-def _begin(spec: _SpanSpec, name: str, started_at: float, streaming: bool) -> tuple[Span, _LLMCall | None]:
+def _begin(
+    spec: _SpanSpec, name: str, started_at: float, streaming: bool
+) -> tuple[Span, _LLMCall | None]:
     span = _start(spec, name)
     call = None
     if spec.is_llm and span.is_recording():
@@ -404,7 +405,9 @@ class SpanDecorator:
 
 def _check_stage(stage: str) -> str:
     if stage not in semconv.STAGES:
-        raise ConfigError(f"stage {stage!r} is not in the vocabulary; accepted: {', '.join(semconv.STAGES)}")
+        raise ConfigError(
+            f"stage {stage!r} is not in the vocabulary; accepted: {', '.join(semconv.STAGES)}"
+        )
     return stage
 
 
@@ -550,7 +553,11 @@ def tool(func: Any = None, *, name: str | None = None, **attributes: Any) -> Any
 
     if func is None:
         return make(name)
-    return make(name or getattr(func, "__name__", None) or getattr(getattr(func, "__func__", None), "__name__", None))(func)
+    return make(
+        name
+        or getattr(func, "__name__", None)
+        or getattr(getattr(func, "__func__", None), "__name__", None)
+    )(func)
 
 
 def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> SpanDecorator:
@@ -561,7 +568,9 @@ def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> Spa
     )
 
 
-def span(name: str, *, stage: str | None = None, kind: SpanKind = SpanKind.INTERNAL, **attributes: Any) -> SpanDecorator:
+def span(
+    name: str, *, stage: str | None = None, kind: SpanKind = SpanKind.INTERNAL, **attributes: Any
+) -> SpanDecorator:
     """A span around a block: ``with llmtrace.span("load index", stage="load"):``.
 
     Without ``stage`` the span inherits its parent's stage in the report.

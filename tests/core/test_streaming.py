@@ -48,7 +48,9 @@ class Parser:
 class ProviderStream:
     """Like a provider SDK stream: iterable, closeable, a context manager, with its own attributes."""
 
-    def __init__(self, chunks: list[Chunk], fail_after: int | None = None, delay: float = 0.0) -> None:
+    def __init__(
+        self, chunks: list[Chunk], fail_after: int | None = None, delay: float = 0.0
+    ) -> None:
         self.chunks = chunks
         self.fail_after = fail_after
         self.delay = delay
@@ -73,7 +75,9 @@ class ProviderStream:
 
 
 class AsyncProviderStream:
-    def __init__(self, chunks: list[Chunk], fail_after: int | None = None, delay: float = 0.0) -> None:
+    def __init__(
+        self, chunks: list[Chunk], fail_after: int | None = None, delay: float = 0.0
+    ) -> None:
         self.chunks = chunks
         self.fail_after = fail_after
         self.delay = delay
@@ -194,10 +198,9 @@ def test_exception_from_the_stream_is_error_and_unchanged(spans):
 
 def test_exception_in_the_consumers_loop_body(spans):
     error = RuntimeError("consumer failed")
-    with pytest.raises(RuntimeError) as caught:
-        with traced(ProviderStream(chunks())) as stream:
-            for _ in stream:
-                raise error
+    with pytest.raises(RuntimeError) as caught, traced(ProviderStream(chunks())) as stream:
+        for _ in stream:
+            raise error
     assert caught.value is error
     span = only_span(spans)
     assert span.status.status_code == StatusCode.ERROR
@@ -253,11 +256,11 @@ async def test_async_error_mid_stream(spans):
 async def test_async_cancelled_stream_ends_once_as_cancelled(spans):
     stream = traced(AsyncProviderStream(chunks(), delay=1.0))
 
-    async def consume() -> None:
+    async def consume(stream: Any) -> None:
         async for _ in stream:
             pass
 
-    task = asyncio.create_task(consume())
+    task = asyncio.create_task(consume(stream))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
