@@ -64,12 +64,12 @@ class RecordedRequest:
 
 
 async def _sleep_until(deadline: float) -> None:
-    """Never return before ``deadline``; the last millisecond is spun to keep the overshoot small."""
+    """Never return before ``deadline``; the last two milliseconds are spun to keep the overshoot small."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        await asyncio.sleep(remaining - 0.001 if remaining > 0.002 else 0)
+        await asyncio.sleep(remaining - 0.002 if remaining > 0.003 else 0)
 
 
 class _Reply:
