@@ -1,0 +1,93 @@
+"""Server-reported timings (response headers or body) as ``llmtrace.server.*`` attributes.
+
+Pure functions: a model-client instrumentation hands in what it already has (the response's
+headers, the decoded JSON body or the last stream chunk) and writes the result on the model span.
+Every value comes out in seconds, whatever unit the server used.
+
+Sources understood:
+
+- llama.cpp server: body ``timings.prompt_ms`` / ``timings.predicted_ms`` (also on the last
+  streamed chunk).
+- Hugging Face TGI: headers ``x-queue-time``, ``x-inference-time``, ``x-total-time`` (ms).
+- OpenAI: header ``openai-processing-ms``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from llmtrace import semconv
+
+# header (lower case) -> attribute; all of these are integer or decimal milliseconds.
+_MILLISECOND_HEADERS: Mapping[str, str] = {
+    "x-queue-time": semconv.SERVER_QUEUE_TIME,
+    "x-inference-time": semconv.SERVER_INFERENCE_TIME,
+    "x-total-time": semconv.SERVER_PROCESSING_TIME,
+    "openai-processing-ms": semconv.SERVER_PROCESSING_TIME,
+}
+
+# llama.cpp body "timings" key -> attribute, milliseconds.
+_LLAMA_CPP_TIMINGS: Mapping[str, str] = {
+    "prompt_ms": semconv.SERVER_PROMPT_TIME,
+    "predicted_ms": semconv.SERVER_GENERATION_TIME,
+}
+
+
+def _milliseconds_to_seconds(value: object) -> float | None:
+    """A finite, non-negative millisecond value as seconds; anything else is ignored."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, int | float):
+        return None
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        return None
+    return number / 1000.0
+
+
+def server_timings_from_headers(headers: Mapping[str, str]) -> dict[str, float]:
+    """Attributes from response headers (TGI, OpenAI); header names are case-insensitive.
+
+    Accepts any mapping, including ``httpx.Headers``.
+    """
+    attributes: dict[str, float] = {}
+    for name, value in headers.items():
+        attribute = _MILLISECOND_HEADERS.get(name.lower())
+        if attribute is None:
+            continue
+        seconds = _milliseconds_to_seconds(value)
+        if seconds is not None:
+            attributes[attribute] = seconds
+    return attributes
+
+
+def server_timings_from_body(body: Mapping[str, Any]) -> dict[str, float]:
+    """Attributes from a decoded JSON response body or stream chunk (llama.cpp ``timings``)."""
+    timings = body.get("timings")
+    if not isinstance(timings, Mapping):
+        return {}
+    attributes: dict[str, float] = {}
+    for key, attribute in _LLAMA_CPP_TIMINGS.items():
+        seconds = _milliseconds_to_seconds(timings.get(key))
+        if seconds is not None:
+            attributes[attribute] = seconds
+    return attributes
+
+
+def server_timings(
+    headers: Mapping[str, str] | None = None, body: Mapping[str, Any] | None = None
+) -> dict[str, float]:
+    """Both sources merged; the body wins where both report the same attribute."""
+    attributes: dict[str, float] = {}
+    if headers is not None:
+        attributes.update(server_timings_from_headers(headers))
+    if body is not None:
+        attributes.update(server_timings_from_body(body))
+    return attributes
