@@ -75,7 +75,7 @@ def stage_share_chart(report: Report) -> str:
             f"{format_share(summary.share)} ({format_seconds(summary.distribution.mean)} mean)"
             "</title></rect>"
         )
-        if w > 48:
+        if w > 8 * (len(stage) + 6):
             parts.append(
                 f'<text x="{x + 4:.2f}" y="28">{_esc(stage)} {format_share(summary.share)}</text>'
             )

@@ -41,9 +41,9 @@ def rerank(documents: list[str]) -> list[str]:
 def generate(prompt: str) -> Iterator[str]:
     time.sleep(DELAYS["ttft"])
     yield "first"
-    for _ in range(TOKENS - 1):
-        time.sleep(DELAYS["generation"] / (TOKENS - 1))
-        yield " token"
+    # One sleep for the whole generation: per-token sleeps would each overshoot on a busy machine.
+    time.sleep(DELAYS["generation"])
+    yield " token" * (TOKENS - 1)
     llmtrace.record_usage(input_tokens=len(prompt.split()), output_tokens=TOKENS)
 
 
