@@ -1,0 +1,32 @@
+# Every target is a command from the README.
+.PHONY: demo test setup backends lint format benchmarks clean
+
+demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
+	bash scripts/setup.sh
+	.venv/bin/llmtrace demo
+
+test:        ## the whole test suite (installs everything it needs first)
+	bash scripts/test.sh
+
+setup:       ## only create .venv and install llmtrace with every extra
+	bash scripts/setup.sh
+
+backends:    ## only build Jaeger v2 and the OpenTelemetry Collector into the cache
+	bash scripts/backends.sh
+
+lint:
+	.venv/bin/ruff check llmtrace tests benchmarks examples
+	.venv/bin/ruff format --check llmtrace tests benchmarks examples
+	.venv/bin/mypy llmtrace
+
+format:
+	.venv/bin/ruff format llmtrace tests benchmarks examples
+	.venv/bin/ruff check --fix llmtrace tests benchmarks examples
+
+benchmarks:  ## print the overhead and throughput figures
+	.venv/bin/python benchmarks/overhead_core.py
+	.venv/bin/python benchmarks/overhead_clients.py
+	.venv/bin/python benchmarks/report_throughput.py
+
+clean:
+	rm -rf .llmtrace build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,232 @@
+"""init() / shutdown(): options, environment variables, errors, provider reuse, flush at exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+import llmtrace
+from llmtrace import config
+from llmtrace.exporters.file import OTLPJsonFileExporter
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_script(
+    code: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def spans_in(path: Path) -> list[dict]:
+    spans = []
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            service = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}["service.name"]
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    spans.append({**span, "service": service["stringValue"]})
+    return spans
+
+
+def test_short_script_writes_the_embedded_file_by_default_and_flushes_at_exit(tmp_path):
+    result = run_script(
+        """
+        import llmtrace
+        llmtrace.init(service_name="support-bot", instrument=False)
+
+        @llmtrace.workflow
+        def answer():
+            return 42
+
+        answer()
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    spans = spans_in(tmp_path / ".llmtrace" / "traces.jsonl")
+    assert [(s["name"], s["service"]) for s in spans] == [("answer", "support-bot")]
+
+
+def test_environment_variables_configure_everything(tmp_path):
+    result = run_script(
+        """
+        import llmtrace
+        llmtrace.init(instrument=False)
+        s = llmtrace.settings()
+        print(s.service_name, s.exporter, s.file_path, s.sampler, s.sample_ratio, s.capture_content)
+        with llmtrace.span("x", stage="tool"):
+            pass
+        """,
+        tmp_path,
+        {
+            "OTEL_SERVICE_NAME": "from-env",
+            "LLMTRACE_EXPORTER": "file",
+            "LLMTRACE_FILE_PATH": "out/t.jsonl",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "1.0",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "from-env",
+        "file",
+        "out/t.jsonl",
+        "parentbased_traceidratio",
+        "1.0",
+        "True",
+    ]
+    assert spans_in(tmp_path / "out" / "t.jsonl")[0]["service"] == "from-env"
+
+
+def test_arguments_win_over_environment(monkeypatch):
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "env-name")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%20def,x-team=llm")
+    s = config._from_environment(config.Settings())
+    assert s.endpoint == "http://collector:4318"
+    assert s.protocol == "http/protobuf"
+    assert dict(s.headers) == {"api-key": "abc def", "x-team": "llm"}
+    assert config._resolved_exporter(s) == "otlp"  # auto: an endpoint is configured
+    exporter = config._make_exporter(s)
+    assert isinstance(exporter, HttpExporter)
+    assert exporter._endpoint == "http://collector:4318/v1/traces"
+    grpc = config._make_exporter(config.Settings(exporter="otlp", endpoint="http://localhost:4317"))
+    assert isinstance(grpc, GrpcExporter)
+    assert isinstance(config._make_exporter(config.Settings()), OTLPJsonFileExporter)
+    assert config._make_exporter(config.Settings(exporter="none")) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "message"),
+    [
+        (
+            {"exporter": "jaeger"},
+            {},
+            "exporter='jaeger' is not known; accepted: auto, otlp, file, console, none",
+        ),
+        (
+            {"protocol": "http/json"},
+            {},
+            "protocol='http/json' is not supported; accepted: grpc, http/protobuf",
+        ),
+        ({"sample_ratio": 1.5}, {}, "sample_ratio=1.5 is out of range; accepted: 0.0 to 1.0"),
+        (
+            {},
+            {"OTEL_TRACES_SAMPLER": "sometimes"},
+            "OTEL_TRACES_SAMPLER='sometimes' is not supported",
+        ),
+        ({}, {"OTEL_TRACES_SAMPLER_ARG": "half"}, "OTEL_TRACES_SAMPLER_ARG='half' is not a number"),
+        (
+            {},
+            {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "maybe"},
+            "is not a boolean; accepted: true, false",
+        ),
+        ({}, {"OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, "has no '='"),
+        (
+            {"instrument": ["openai", "nosuchlib"]},
+            {},
+            "instrument=['nosuchlib'] names no known instrumentation",
+        ),
+    ],
+)
+def test_bad_configuration_raises_config_error_naming_value_and_accepted(
+    monkeypatch, kwargs, env, message
+):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(llmtrace.ConfigError) as caught:
+        llmtrace.init(**kwargs)
+    assert message in str(caught.value)
+    assert not config._initialized
+
+
+def test_reuses_the_applications_provider_and_is_idempotent(spans, provider, tmp_path):
+    processors_before = provider._active_span_processor._span_processors
+    llmtrace.init(exporter="file", file_path=tmp_path / "t.jsonl", instrument=False)
+    try:
+        llmtrace.init(exporter="file", file_path=tmp_path / "other.jsonl", instrument=False)
+        from opentelemetry import trace
+
+        assert trace.get_tracer_provider() is provider
+        assert len(provider._active_span_processor._span_processors) == len(processors_before) + 1
+        with llmtrace.span("both", stage="tool"):
+            pass
+        llmtrace.force_flush()
+    finally:
+        llmtrace.shutdown()
+    assert provider._active_span_processor._span_processors == processors_before
+    assert [s.name for s in spans.get_finished_spans()] == ["both"]  # the app's exporter got it
+    assert [s["name"] for s in spans_in(tmp_path / "t.jsonl")] == ["both"]  # and llmtrace's file
+    assert not (tmp_path / "other.jsonl").exists()
+
+
+def test_auto_exporter_adds_nothing_to_an_applications_provider(provider):
+    before = provider._active_span_processor._span_processors
+    llmtrace.init(instrument=False)
+    try:
+        assert provider._active_span_processor._span_processors == before
+    finally:
+        llmtrace.shutdown()
+
+
+def test_sample_ratio_zero_records_nothing_and_calls_still_work(tmp_path):
+    result = run_script(
+        """
+        import llmtrace
+        llmtrace.init(service_name="s", sample_ratio=0.0, instrument=False)
+
+        @llmtrace.tool(name="t")
+        def work(x):
+            return x * 2
+
+        @llmtrace.llm(model="m")
+        def stream():
+            yield "a"
+
+        assert work(21) == 42
+        assert list(stream()) == ["a"]
+        with llmtrace.stage("queue"):
+            pass
+        print("ok")
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+    path = tmp_path / ".llmtrace" / "traces.jsonl"
+    assert not path.exists() or path.read_text() == ""
+
+
+def test_children_of_an_unsampled_parent_are_skipped(spans):
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    parent = NonRecordingSpan(
+        SpanContext(trace_id=1, span_id=2, is_remote=True, trace_flags=TraceFlags(0))
+    )
+    with trace.use_span(parent):
+        with llmtrace.stage("retrieval") as span:
+            assert span is trace.INVALID_SPAN
+            assert trace.get_current_span() is parent
+    assert spans.get_finished_spans() == ()
