@@ -225,8 +225,7 @@ def test_children_of_an_unsampled_parent_are_skipped(spans):
     parent = NonRecordingSpan(
         SpanContext(trace_id=1, span_id=2, is_remote=True, trace_flags=TraceFlags(0))
     )
-    with trace.use_span(parent):
-        with llmtrace.stage("retrieval") as span:
-            assert span is trace.INVALID_SPAN
-            assert trace.get_current_span() is parent
+    with trace.use_span(parent), llmtrace.stage("retrieval") as span:
+        assert span is trace.INVALID_SPAN
+        assert trace.get_current_span() is parent
     assert spans.get_finished_spans() == ()
