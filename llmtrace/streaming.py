@@ -65,6 +65,10 @@ class ChunkParser(Protocol):
         """Output tokens the provider reported, or None when it did not."""
         ...
 
+    # Optional: ``hides(chunk) -> bool``. A chunk llmtrace itself asked for (the usage-only chunk
+    # of an injected ``stream_options.include_usage``) is observed but not handed to a caller who
+    # did not ask for it. Looked up once per stream; absent means every chunk is delivered.
+
 
 class NullParser:
     """A parser for streams whose chunks need no provider knowledge: every non-empty chunk counts."""
