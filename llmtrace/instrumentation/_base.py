@@ -33,7 +33,7 @@ logger = logging.getLogger("llmtrace.instrumentation")
 _MARK = "_self_llmtrace_wrapper"
 
 
-class _LLMTraceWrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
+class _LLMTraceWrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg,unused-ignore]
     """A FunctionWrapper that says it is llmtrace's, so a second patch can tell."""
 
     _self_llmtrace_wrapper = True
@@ -92,7 +92,7 @@ class Patches:
         if resolved is None:
             return False
         owner, attribute = resolved
-        original = owner.__dict__[attribute] if attribute in owner.__dict__ else None
+        original = owner.__dict__.get(attribute, None)
         if original is None:
             return False
         setattr(owner, attribute, value)
@@ -135,9 +135,7 @@ class ModelCall:
                 self.span.set_attribute(semconv.TIME_TO_HEADERS, self.headers_at - self.started_at)
 
 
-_current_model_call: ContextVar[ModelCall | None] = ContextVar(
-    "llmtrace_model_call", default=None
-)
+_current_model_call: ContextVar[ModelCall | None] = ContextVar("llmtrace_model_call", default=None)
 
 
 def current_model_call() -> ModelCall | None:

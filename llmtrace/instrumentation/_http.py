@@ -165,9 +165,7 @@ def _start_network_span(request: Any) -> Span:
         semconv.SERVER_ADDRESS: str(url.host),
         semconv.SERVER_PORT: url.port or _default_port(scheme),
     }
-    return get_tracer().start_span(
-        str(request.method), kind=SpanKind.CLIENT, attributes=attributes
-    )
+    return get_tracer().start_span(str(request.method), kind=SpanKind.CLIENT, attributes=attributes)
 
 
 def _finish_status(span: Span, response: Any) -> None:
@@ -207,7 +205,7 @@ def _other_instrumentation_owns_spans(library: str) -> bool:
 def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
     """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library."""
 
-    class EndingSyncStream(library.SyncByteStream):  # type: ignore[misc,name-defined]
+    class EndingSyncStream(library.SyncByteStream):  # type: ignore[misc,name-defined,unused-ignore]
         def __init__(self, inner: Any, end: _SpanEnd) -> None:
             self._inner = inner
             self._end = end
@@ -221,7 +219,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             finally:
                 self._end()
 
-    class EndingAsyncStream(library.AsyncByteStream):  # type: ignore[misc,name-defined]
+    class EndingAsyncStream(library.AsyncByteStream):  # type: ignore[misc,name-defined,unused-ignore]
         def __init__(self, inner: Any, end: _SpanEnd) -> None:
             self._inner = inner
             self._end = end

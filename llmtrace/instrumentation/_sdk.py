@@ -110,11 +110,15 @@ def _raw_is_stream(result: Any) -> bool:
 def _finish_sync(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
     if isinstance(result, types.streams):
         call.headers_received()
-        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=plan.parser_factory())
+        recorder = StreamRecorder(
+            call.span, started_at=call.started_at, parser=plan.parser_factory()
+        )
         return TracedStream(result, recorder)
     if isinstance(result, types.async_streams):
         call.headers_received()
-        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=plan.parser_factory())
+        recorder = StreamRecorder(
+            call.span, started_at=call.started_at, parser=plan.parser_factory()
+        )
         return TracedAsyncStream(result, recorder)
     if _is_raw_response(result):
         return _finish_raw(result, call, plan, types)
@@ -136,7 +140,7 @@ def _finish_raw(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> An
     return TracedRawResponse(result, call, plan, types)
 
 
-class TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+class TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc,type-arg,unused-ignore]
     """A raw response not read yet: ``parse()`` result is recorded; ends on close or when dropped."""
 
     def __init__(self, wrapped: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> None:

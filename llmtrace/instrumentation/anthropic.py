@@ -21,7 +21,9 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
 from opentelemetry.trace import Span
 
 from llmtrace import semconv

@@ -19,7 +19,9 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
@@ -155,7 +157,9 @@ def _record_response(span: Span, response: Any, output_budget: tuple[int, Any] |
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
     else:
         choices = field_of(response, "choices") or ()
-        reasons = [str(field_of(c, "finish_reason")) for c in choices if field_of(c, "finish_reason")]
+        reasons = [
+            str(field_of(c, "finish_reason")) for c in choices if field_of(c, "finish_reason")
+        ]
         if reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         data = field_of(response, "data")
@@ -190,7 +194,16 @@ def _output_text(response: Any) -> str:
 class ChatChunkParser:
     """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
 
-    __slots__ = ("_hide_usage", "_reasons", "_text", "_text_budget", "id", "model", "timings", "usage")
+    __slots__ = (
+        "_hide_usage",
+        "_reasons",
+        "_text",
+        "_text_budget",
+        "id",
+        "model",
+        "timings",
+        "usage",
+    )
 
     def __init__(self, hide_usage: bool = False, text_budget: int = 0) -> None:
         self._hide_usage = hide_usage
@@ -226,23 +239,27 @@ class ChatChunkParser:
         if self.id is None:
             self.id = chunk.id
             self.model = chunk.model
-        usage = getattr(chunk, "usage", None)
+        usage = chunk.usage
         if usage is not None:
             self.usage = usage
-        for choice in chunk.choices or ():
+            self._remember_timings(chunk)
+        for choice in chunk.choices:
             reason = choice.finish_reason
-            if reason:
+            if reason is not None:
                 self._reasons[choice.index] = reason
+                self._remember_timings(chunk)
             if self._text is not None and self._text_budget > 0:
                 delta = getattr(choice, "delta", None)
                 text = delta.content if delta is not None else getattr(choice, "text", None)
                 if text:
                     self._text.append(text)
                     self._text_budget -= len(text)
-        if not chunk.choices or self._reasons:
-            timings = getattr(chunk, "timings", None)
-            if timings is not None:
-                self.timings = timings
+
+    def _remember_timings(self, chunk: Any) -> None:
+        # llama.cpp's server puts its own prompt/generation timings on the last chunk.
+        timings = getattr(chunk, "timings", None)
+        if timings is not None:
+            self.timings = timings
 
     def output_tokens(self) -> int | None:
         value = field_of(self.usage, "completion_tokens")
@@ -284,7 +301,12 @@ class ResponsesEventParser:
 
     def observe(self, event: Any) -> None:
         kind = getattr(event, "type", "")
-        if kind in ("response.created", "response.completed", "response.incomplete", "response.failed"):
+        if kind in (
+            "response.created",
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+        ):
             response = getattr(event, "response", None)
             if response is not None:
                 self.id = response.id

@@ -15,7 +15,9 @@ from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from llmtrace import semconv
@@ -33,7 +35,9 @@ def _phases(span: Span, response: Any, started_at: float, eager: bool) -> None:
     elapsed = response.elapsed.total_seconds()
     span.set_attribute(semconv.HTTP_RESPONSE_HEADERS, elapsed)
     if eager:
-        span.set_attribute(semconv.HTTP_BODY_COMPLETE, max(time.monotonic() - started_at - elapsed, 0.0))
+        span.set_attribute(
+            semconv.HTTP_BODY_COMPLETE, max(time.monotonic() - started_at - elapsed, 0.0)
+        )
 
 
 def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -20,7 +20,9 @@ def _client(model_server):  # type: ignore[no-untyped-def]
 
 def test_create_records_usage_and_exactly_one_span_despite_sdk_tracing(model_server, spans):
     # A global SDK provider is set (root conftest), so the SDK would make its own span too.
-    message = _client(model_server).messages.create(model="claude-x", max_tokens=50, messages=MESSAGES)
+    message = _client(model_server).messages.create(
+        model="claude-x", max_tokens=50, messages=MESSAGES
+    )
     assert len(spans.get_finished_spans()) == 1
     (span,) = model_spans(spans)
     a = span.attributes

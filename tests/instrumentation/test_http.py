@@ -34,8 +34,12 @@ def test_plain_httpx2_call_is_a_network_span_with_phases(model_server, spans):
     assert a[semconv.HTTP_RESPONSE_STATUS_CODE] == 200
     assert "secret123" not in a[semconv.URL_FULL]
     assert "q=cats" in a[semconv.URL_FULL]
-    for phase in (semconv.HTTP_CONNECT, semconv.HTTP_REQUEST_SENT, semconv.HTTP_RESPONSE_HEADERS,
-                  semconv.HTTP_BODY_COMPLETE):
+    for phase in (
+        semconv.HTTP_CONNECT,
+        semconv.HTTP_REQUEST_SENT,
+        semconv.HTTP_RESPONSE_HEADERS,
+        semconv.HTTP_BODY_COMPLETE,
+    ):
         assert a[phase] >= 0, phase
     traceparent = model_server.requests[-1].headers["traceparent"]
     assert traceparent.split("-")[2] == format(span.context.span_id, "016x")
@@ -55,7 +59,9 @@ async def test_async_httpx_and_requests_are_traced(model_server, spans):
 def test_existing_trace_callback_is_still_called(model_server, spans):
     seen: list[str] = []
     with httpx2.Client() as client:
-        client.get(f"{model_server.url}/x", extensions={"trace": lambda name, info: seen.append(name)})
+        client.get(
+            f"{model_server.url}/x", extensions={"trace": lambda name, info: seen.append(name)}
+        )
     assert any(name.endswith("receive_response_headers.complete") for name in seen)
     assert semconv.HTTP_RESPONSE_HEADERS in spans.get_finished_spans()[0].attributes
 
@@ -76,11 +82,13 @@ def test_redact_url_hides_credentials_and_secret_parameters():
 class _Downstream(BaseHTTPRequestHandler):
     """A downstream service that starts a SERVER span from the incoming traceparent."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         parent = propagate.extract(dict(self.headers))
         token = context.attach(parent)
         try:
-            with trace.get_tracer("downstream").start_as_current_span("GET /answer", kind=SpanKind.SERVER):
+            with trace.get_tracer("downstream").start_as_current_span(
+                "GET /answer", kind=SpanKind.SERVER
+            ):
                 body = b'{"answer": 42}'
         finally:
             context.detach(token)
@@ -121,8 +129,9 @@ def test_opentelemetry_httpx_instrumentation_adds_no_model_span(model_server, sp
 
     HTTPXClientInstrumentor().instrument()
     try:
-        client = openai.OpenAI(base_url=model_server.base_url, api_key="k", max_retries=0,
-                               http_client=httpx.Client())
+        client = openai.OpenAI(
+            base_url=model_server.base_url, api_key="k", max_retries=0, http_client=httpx.Client()
+        )
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         with httpx.Client() as plain:
             plain.get(f"{model_server.url}/tool")

@@ -15,11 +15,15 @@ pytestmark = pytest.mark.usefixtures("instrumented")
 
 
 def _client(model_server, **kwargs):  # type: ignore[no-untyped-def]
-    return openai.OpenAI(base_url=model_server.base_url, api_key="sk-test-secret", max_retries=0, **kwargs)
+    return openai.OpenAI(
+        base_url=model_server.base_url, api_key="sk-test-secret", max_retries=0, **kwargs
+    )
 
 
 def _async_client(model_server, **kwargs):  # type: ignore[no-untyped-def]
-    return openai.AsyncOpenAI(base_url=model_server.base_url, api_key="sk-test-secret", max_retries=0, **kwargs)
+    return openai.AsyncOpenAI(
+        base_url=model_server.base_url, api_key="sk-test-secret", max_retries=0, **kwargs
+    )
 
 
 MESSAGES = [{"role": "user", "content": "Say hello"}]
@@ -186,7 +190,9 @@ def test_timeout_marks_the_span(model_server, spans):
 
 def test_stream_failing_midway_ends_span_with_error(model_server, spans):
     model_server.configure(fail_after_chunks=2, token_delay=0.01)
-    stream = _client(model_server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    stream = _client(model_server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    )
     with pytest.raises(Exception) as raised:
         list(stream)
     (span,) = model_spans(spans)
@@ -196,7 +202,9 @@ def test_stream_failing_midway_ends_span_with_error(model_server, spans):
 
 
 def test_stream_closed_early_ends_span_once(model_server, spans):
-    stream = _client(model_server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    stream = _client(model_server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    )
     for _chunk in stream:
         break
     stream.close()
@@ -205,7 +213,9 @@ def test_stream_closed_early_ends_span_once(model_server, spans):
 
 
 def test_with_raw_response_records_the_parsed_body(model_server, spans):
-    raw = _client(model_server).chat.completions.with_raw_response.create(model="m", messages=MESSAGES)
+    raw = _client(model_server).chat.completions.with_raw_response.create(
+        model="m", messages=MESSAGES
+    )
     completion = raw.parse()
     (span,) = model_spans(spans)
     assert span.attributes[semconv.GEN_AI_RESPONSE_ID] == completion.id

@@ -52,8 +52,10 @@ def _expected(provider: str, response: dict[str, Any]) -> dict[str, Any]:
             if item.get("type") in ("message_start", "message"):
                 expected["id"], expected["model"] = obj["id"], obj["model"]
             usage = obj.get("usage") or item.get("usage") or {}
-            for key, attr in (("input_tokens", semconv.GEN_AI_USAGE_INPUT_TOKENS),
-                              ("output_tokens", semconv.GEN_AI_USAGE_OUTPUT_TOKENS)):
+            for key, attr in (
+                ("input_tokens", semconv.GEN_AI_USAGE_INPUT_TOKENS),
+                ("output_tokens", semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
+            ):
                 if isinstance(usage.get(key), int):
                     expected[attr] = usage[key]
             reason = obj.get("stop_reason") or (item.get("delta") or {}).get("stop_reason")
@@ -87,9 +89,11 @@ def _call(provider: str, server_url: str, request: dict[str, Any]) -> Any:
             result = client.messages.create(**body)
     else:
         client = openai.OpenAI(base_url=f"{server_url}/v1", api_key="k", max_retries=0)
-        method = {"v1/chat/completions": client.chat.completions.create,
-                  "v1/embeddings": client.embeddings.create,
-                  "v1/responses": client.responses.create}[path]
+        method = {
+            "v1/chat/completions": client.chat.completions.create,
+            "v1/embeddings": client.embeddings.create,
+            "v1/responses": client.responses.create,
+        }[path]
         result = method(**body)
     if body.get("stream"):
         result = list(result)
@@ -131,9 +135,12 @@ def test_recorded_exchange(provider, cassette, model_server, spans):
         assert attributes[semconv.GEN_AI_RESPONSE_ID] == expected["id"]
     if "model" in expected:
         assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
-    if "finish" in expected and provider == "anthropic" or "choices" in interaction["response"]["body"]["string"]:
-        if "finish" in expected:
-            assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
+    if (
+        ("finish" in expected
+        and provider == "anthropic")
+        or "choices" in interaction["response"]["body"]["string"]
+    ) and "finish" in expected:
+        assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
     for name in (semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS):
         if name in expected:
             assert attributes[name] == expected[name], name

@@ -23,6 +23,7 @@ Every request is recorded (``requests``) with its headers, for traceparent check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -30,9 +31,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
-_HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "keep-alive"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_HOP_BY_HOP = {
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "content-encoding",
+    "keep-alive",
+}
 
 
 @dataclass
@@ -78,17 +92,25 @@ class _Reply:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
 
-    async def whole(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
-        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                f"content-type: {content_type}", f"content-length: {len(body)}"]
+    async def whole(
+        self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
+    ) -> None:
+        head = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"content-type: {content_type}",
+            f"content-length: {len(body)}",
+        ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await self.writer.drain()
 
     async def start_stream(self, status: int = 200, extra: dict[str, str] | None = None) -> None:
-        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                "content-type: text/event-stream; charset=utf-8", "transfer-encoding: chunked",
-                "cache-control: no-cache"]
+        head = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            "content-type: text/event-stream; charset=utf-8",
+            "transfer-encoding: chunked",
+            "cache-control: no-cache",
+        ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
         await self.writer.drain()
@@ -209,10 +231,8 @@ class ModelServer:
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 writer.close()
-            except Exception:
-                pass
 
     async def _respond(self, request: RecordedRequest, reply: _Reply) -> None:
         if self.cassette is not None:
@@ -231,14 +251,21 @@ class ModelServer:
         route = routes.get(path)
         if route is None:
             await _sleep_until(request.arrived_at + b.headers_delay)
-            await reply.whole(b.status if b.status >= 400 else 200, b'{"ok": true}', "application/json")
+            await reply.whole(
+                b.status if b.status >= 400 else 200, b'{"ok": true}', "application/json"
+            )
             return
         if b.status >= 400:
             await _sleep_until(request.arrived_at + b.headers_delay)
             if path == "/v1/messages":
-                error = {"type": "error", "error": {"type": "api_error", "message": b.error_message}}
+                error = {
+                    "type": "error",
+                    "error": {"type": "api_error", "message": b.error_message},
+                }
             else:
-                error = {"error": {"message": b.error_message, "type": "server_error", "code": None}}
+                error = {
+                    "error": {"message": b.error_message, "type": "server_error", "code": None}
+                }
             await reply.whole(b.status, json.dumps(error).encode(), "application/json")
             return
         await route(request, body, reply)
@@ -247,7 +274,9 @@ class ModelServer:
         self._counter += 1
         return f"{prefix}-sim-{self._counter}"
 
-    async def _emit_tokens(self, request: RecordedRequest, send: Callable[[int, str], Awaitable[None]]) -> None:
+    async def _emit_tokens(
+        self, request: RecordedRequest, send: Callable[[int, str], Awaitable[None]]
+    ) -> None:
         b = self.behaviour
         deadline = request.arrived_at + b.first_token_delay
         for index, token in enumerate(b.tokens):
@@ -264,10 +293,13 @@ class ModelServer:
 
     def _openai_usage(self) -> dict[str, Any]:
         b = self.behaviour
-        return {"prompt_tokens": b.input_tokens, "completion_tokens": len(b.tokens),
-                "total_tokens": b.input_tokens + len(b.tokens),
-                "prompt_tokens_details": {"cached_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0}}
+        return {
+            "prompt_tokens": b.input_tokens,
+            "completion_tokens": len(b.tokens),
+            "total_tokens": b.input_tokens + len(b.tokens),
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
 
     async def _chat(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
         await self._openai_text(request, body, reply, chat=True)
@@ -275,7 +307,9 @@ class ModelServer:
     async def _completion(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
         await self._openai_text(request, body, reply, chat=False)
 
-    async def _openai_text(self, request: RecordedRequest, body: Any, reply: _Reply, chat: bool) -> None:
+    async def _openai_text(
+        self, request: RecordedRequest, body: Any, reply: _Reply, chat: bool
+    ) -> None:
         b = self.behaviour
         response_id = self._next_id("chatcmpl" if chat else "cmpl")
         obj = "chat.completion" if chat else "text_completion"
@@ -288,30 +322,55 @@ class ModelServer:
                 choice["message"] = {"role": "assistant", "content": text}
             else:
                 choice["text"] = text
-            payload = {"id": response_id, "object": obj, "created": created, "model": b.model,
-                       "choices": [choice], "usage": self._openai_usage()}
+            payload = {
+                "id": response_id,
+                "object": obj,
+                "created": created,
+                "model": b.model,
+                "choices": [choice],
+                "usage": self._openai_usage(),
+            }
             await reply.whole(200, json.dumps(payload).encode(), "application/json")
             return
         chunk_obj = "chat.completion.chunk" if chat else "text_completion"
 
         def chunk(choice: dict[str, Any] | None, usage: Any = None) -> dict[str, Any]:
-            return {"id": response_id, "object": chunk_obj, "created": created, "model": b.model,
-                    "choices": [choice] if choice is not None else [], "usage": usage}
+            return {
+                "id": response_id,
+                "object": chunk_obj,
+                "created": created,
+                "model": b.model,
+                "choices": [choice] if choice is not None else [],
+                "usage": usage,
+            }
 
         await _sleep_until(request.arrived_at + b.headers_delay)
         await reply.start_stream()
         if chat:
-            await reply.event(chunk({"index": 0, "delta": {"role": "assistant", "content": ""},
-                                     "finish_reason": None}))
+            await reply.event(
+                chunk(
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                )
+            )
 
         async def send(index: int, token: str) -> None:
-            delta = {"index": 0, "delta": {"content": token}, "finish_reason": None} if chat else \
-                {"index": 0, "text": token, "finish_reason": None}
+            delta = (
+                {"index": 0, "delta": {"content": token}, "finish_reason": None}
+                if chat
+                else {"index": 0, "text": token, "finish_reason": None}
+            )
             await reply.event(chunk(delta))
 
         await self._emit_tokens(request, send)
-        final = {"index": 0, "delta": {}, "finish_reason": "stop"} if chat else \
-            {"index": 0, "text": "", "finish_reason": "stop"}
+        final = (
+            {"index": 0, "delta": {}, "finish_reason": "stop"}
+            if chat
+            else {"index": 0, "text": "", "finish_reason": "stop"}
+        )
         await reply.event(chunk(final))
         if (body.get("stream_options") or {}).get("include_usage"):
             await reply.event(chunk(None, self._openai_usage()))
@@ -323,26 +382,58 @@ class ModelServer:
         await _sleep_until(request.arrived_at + b.headers_delay)
         inputs = body.get("input")
         items = inputs if isinstance(inputs, list) else [inputs]
-        data = [{"object": "embedding", "index": i, "embedding": [0.1 * (i + 1)] * 8}
-                for i in range(len(items))]
-        payload = {"object": "list", "data": data, "model": b.model,
-                   "usage": {"prompt_tokens": b.input_tokens, "total_tokens": b.input_tokens}}
+        data = [
+            {"object": "embedding", "index": i, "embedding": [0.1 * (i + 1)] * 8}
+            for i in range(len(items))
+        ]
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": b.model,
+            "usage": {"prompt_tokens": b.input_tokens, "total_tokens": b.input_tokens},
+        }
         await reply.whole(200, json.dumps(payload).encode(), "application/json")
 
     def _response_object(self, response_id: str, status: str, text: str | None) -> dict[str, Any]:
         b = self.behaviour
-        output = [] if text is None else [{
-            "type": "message", "id": "msg-sim", "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}]
-        usage = None if status != "completed" else {
-            "input_tokens": b.input_tokens, "output_tokens": len(b.tokens),
-            "total_tokens": b.input_tokens + len(b.tokens),
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0}}
-        return {"id": response_id, "object": "response", "created_at": int(time.time()),
-                "status": status, "model": b.model, "output": output, "usage": usage,
-                "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-                "error": None, "incomplete_details": None}
+        output = (
+            []
+            if text is None
+            else [
+                {
+                    "type": "message",
+                    "id": "msg-sim",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ]
+        )
+        usage = (
+            None
+            if status != "completed"
+            else {
+                "input_tokens": b.input_tokens,
+                "output_tokens": len(b.tokens),
+                "total_tokens": b.input_tokens + len(b.tokens),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            }
+        )
+        return {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": status,
+            "model": b.model,
+            "output": output,
+            "usage": usage,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": None,
+            "incomplete_details": None,
+        }
 
     async def _responses(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
         b = self.behaviour
@@ -362,49 +453,102 @@ class ModelServer:
             sequence += 1
             await reply.event(payload, payload["type"])
 
-        await event({"type": "response.created",
-                     "response": self._response_object(response_id, "in_progress", None)})
+        await event(
+            {
+                "type": "response.created",
+                "response": self._response_object(response_id, "in_progress", None),
+            }
+        )
 
         async def send(index: int, token: str) -> None:
-            await event({"type": "response.output_text.delta", "item_id": "msg-sim",
-                         "output_index": 0, "content_index": 0, "delta": token, "logprobs": []})
+            await event(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": "msg-sim",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": token,
+                    "logprobs": [],
+                }
+            )
 
         await self._emit_tokens(request, send)
-        await event({"type": "response.completed",
-                     "response": self._response_object(response_id, "completed", "".join(b.tokens))})
+        await event(
+            {
+                "type": "response.completed",
+                "response": self._response_object(response_id, "completed", "".join(b.tokens)),
+            }
+        )
         await reply.end_stream()
 
     async def _messages(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
         b = self.behaviour
         message_id = self._next_id("msg")
-        usage = {"input_tokens": b.input_tokens, "output_tokens": len(b.tokens),
-                 "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        usage = {
+            "input_tokens": b.input_tokens,
+            "output_tokens": len(b.tokens),
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
         if not body.get("stream"):
             await self._whole_after_generation(request)
-            payload = {"id": message_id, "type": "message", "role": "assistant", "model": b.model,
-                       "content": [{"type": "text", "text": "".join(b.tokens)}],
-                       "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
+            payload = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": b.model,
+                "content": [{"type": "text", "text": "".join(b.tokens)}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": usage,
+            }
             await reply.whole(200, json.dumps(payload).encode(), "application/json")
             return
         await _sleep_until(request.arrived_at + b.headers_delay)
         await reply.start_stream()
-        start = {"type": "message_start", "message": {
-            "id": message_id, "type": "message", "role": "assistant", "model": b.model,
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {**usage, "output_tokens": 1}}}
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": b.model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {**usage, "output_tokens": 1},
+            },
+        }
         await reply.event(start, "message_start")
-        await reply.event({"type": "content_block_start", "index": 0,
-                           "content_block": {"type": "text", "text": ""}}, "content_block_start")
+        await reply.event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            "content_block_start",
+        )
 
         async def send(index: int, token: str) -> None:
-            await reply.event({"type": "content_block_delta", "index": 0,
-                               "delta": {"type": "text_delta", "text": token}}, "content_block_delta")
+            await reply.event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": token},
+                },
+                "content_block_delta",
+            )
 
         await self._emit_tokens(request, send)
         await reply.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
-        await reply.event({"type": "message_delta",
-                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": len(b.tokens)}}, "message_delta")
+        await reply.event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": len(b.tokens)},
+            },
+            "message_delta",
+        )
         await reply.event({"type": "message_stop"}, "message_stop")
         await reply.end_stream()
 
