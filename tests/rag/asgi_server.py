@@ -13,17 +13,17 @@ import uvicorn
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
+def serve(app: Any, *, lifespan: str = "off") -> Iterator[str]:
     """Serve ``app`` until the block ends; yields its base URL (``http://127.0.0.1:PORT``)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # an app's lifespan start-up may load models
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
@@ -140,8 +141,11 @@ def _set_content(span: Span, content: Mapping[str, str]) -> None:
 
 
 def _parent_may_sample() -> bool:
-    """False when nothing started here can be sampled: skip all work (DESIGN.md rule 5)."""
-    if config.drop_all:
+    """False when nothing started here can be sampled: skip all work (DESIGN.md rule 5).
+
+    Also False inside ``suppress_instrumentation()``, as OpenTelemetry's own instrumentations.
+    """
+    if config.drop_all or not is_instrumentation_enabled():
         return False
     parent = trace.get_current_span().get_span_context()
     return not (parent.is_valid and not parent.trace_flags.sampled)
