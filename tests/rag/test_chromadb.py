@@ -1,4 +1,5 @@
-"""chromadb queries and writes as spans, on a real in-process client.
+"""chromadb queries and writes as spans: a real in-process client, and the sync and async HTTP
+clients talking to a real Chroma server.
 
 The collection gets its own embeddings: chromadb's default embedding function downloads a model,
 which cannot work offline.
@@ -7,11 +8,17 @@ which cannot work offline.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -126,3 +133,72 @@ def test_an_error_keeps_its_type_and_message(spans, collection) -> None:
     span = only(spans.get_finished_spans(), f"retrieval {collection.name}")
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[semconv.ERROR_TYPE] == type(traced.value).__qualname__
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A real Chroma server (the ``chroma run`` that ships with chromadb) on a loopback port."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "chroma"), "run", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--path", str(tmp_path_factory.mktemp("chroma"))]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("chroma run did not start")
+            time.sleep(0.1)
+        yield "127.0.0.1", port
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def test_the_http_client_is_traced_the_same_way(spans, chroma_server) -> None:
+    host, port = chroma_server
+    client = chromadb.HttpClient(host=host, port=port)
+    collection = client.create_collection(f"remote-{uuid.uuid4().hex[:8]}", embedding_function=None)
+
+    collection.upsert(ids=IDS, embeddings=EMBEDDINGS, documents=DOCUMENTS)
+    result = collection.query(query_embeddings=[[0.0, 1.0, 0.0]], n_results=2)
+
+    names = [span.name for span in spans.get_finished_spans()]
+    assert names == [f"upsert {collection.name}", f"retrieval {collection.name}"]
+    span = only(spans.get_finished_spans(), f"retrieval {collection.name}")
+    assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(result["ids"][0]) == 2
+
+
+async def test_the_async_http_client_is_traced(spans, chroma_server) -> None:
+    host, port = chroma_server
+    client = await chromadb.AsyncHttpClient(host=host, port=port)
+    collection = await client.create_collection(
+        f"async-{uuid.uuid4().hex[:8]}", embedding_function=None
+    )
+
+    await collection.add(ids=IDS, embeddings=EMBEDDINGS, documents=DOCUMENTS)
+    result = await collection.query(query_embeddings=[[1.0, 0.0, 0.0]], n_results=5)
+    fetched = await collection.get(limit=2)
+    with pytest.raises(Exception) as failure:
+        await collection.query(query_embeddings=[[1.0, 0.0]], n_results=1)
+
+    add, query, get, failed = spans.get_finished_spans()
+    assert add.name == f"add {collection.name}"
+    assert add.attributes[semconv.STAGE] == "other"
+    assert query.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 5
+    assert query.attributes[semconv.RETRIEVAL_RETURNED] == len(result["ids"][0]) == 3
+    assert get.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
+    assert get.attributes[semconv.RETRIEVAL_RETURNED] == len(fetched["ids"]) == 2
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes[semconv.ERROR_TYPE] == type(failure.value).__qualname__
+    assert "dimension" in str(failure.value)
