@@ -94,15 +94,25 @@ class MiniLMEmbedder:
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self.dimension = self.hidden
+        self._transposed_weights: dict[str, np.ndarray] = {}
+
+    def _transposed(self, name: str) -> np.ndarray:
+        transposed = self._transposed_weights.get(name)
+        if transposed is None:
+            transposed = np.ascontiguousarray(self.weights[name].T)
+            self._transposed_weights[name] = transposed
+        return transposed
 
     def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
-        out = [
-            self._encode_batch(list(texts[i : i + batch_size]))
-            for i in range(0, len(texts), batch_size)
-        ]
-        if not out:
+        if not texts:
             return np.zeros((0, self.hidden), dtype=np.float32)
-        return np.concatenate(out, axis=0)
+        # Batches of similar length waste little compute on padding (as sentence-transformers).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.hidden), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            out[chosen] = self._encode_batch([texts[i] for i in chosen])
+        return out
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         w = self.weights
@@ -126,7 +136,10 @@ class MiniLMEmbedder:
             p = f"encoder.layer.{layer}."
 
             def dense(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
-                return np.asarray(t @ w[p + name + ".weight"].T + w[p + name + ".bias"])
+                # A 2-D product with a contiguous weight goes to BLAS; a stacked 3-D one with a
+                # transposed view takes numpy's slow generic loop (tens of times slower).
+                flat = t.reshape(-1, t.shape[-1]) @ self._transposed(p + name + ".weight")
+                return np.asarray(flat.reshape(*t.shape[:-1], -1) + w[p + name + ".bias"])
 
             def split(t: np.ndarray) -> np.ndarray:
                 return t.reshape(batch, length, self.heads, head_dim).transpose(0, 2, 1, 3)
