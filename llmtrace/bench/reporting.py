@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtrace.analysis.compare import Comparison, compare
+from llmtrace.analysis.model import TraceSet
 from llmtrace.analysis.report import Report, build_report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.bench.runner import BenchResult
@@ -18,11 +19,9 @@ _CLOCK_MARGIN = timedelta(seconds=1)
 
 def build_run_report(
     source: str | Path, result: BenchResult, *, service: str | None = None
-) -> tuple[Report, Any]:
+) -> tuple[Report, TraceSet]:
     """The report of ``result``'s run (warmups excluded) and the trace set it was built from."""
-    traceset = load_traces(
-        str(source), service=service, since=result.started_at - _CLOCK_MARGIN
-    )
+    traceset = load_traces(str(source), service=service, since=result.started_at - _CLOCK_MARGIN)
     return build_report(traceset, run=result.plan.name), traceset
 
 
@@ -32,10 +31,11 @@ def report_document(
     """The JSON saved for the run: the report plus the run's metadata under ``"run"``."""
     document = report.to_json()
     existing = document.get(RUN_KEY)
-    document[RUN_KEY] = {
-        **(existing if isinstance(existing, dict) else {}),
-        **run_metadata(result, model=model),
-    }
+    metadata = run_metadata(result, model=model)
+    if model is None:
+        # Keep the model the report found on the model-call spans.
+        metadata.pop("model")
+    document[RUN_KEY] = {**(existing if isinstance(existing, dict) else {}), **metadata}
     return document
 
 

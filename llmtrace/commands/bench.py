@@ -171,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
     traces_file = Path(args.traces or os.environ.get("LLMTRACE_FILE_PATH") or DEFAULT_TRACES)
     otlp = args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     baseline = reporting.load_saved_report(args.baseline, args.runs_dir) if args.baseline else None
-    ensure_tracing(service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME, otlp_endpoint=otlp)
+    ensure_tracing(
+        service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME, otlp_endpoint=otlp
+    )
     target = build_target(args)
 
     console.print(
@@ -196,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
     document = reporting.report_document(report, result, model=args.model)
     print_report(report, console=console)
     saved = save_run(document, run_path(plan.name, args.runs_dir))
-    console.print(f"run saved to {saved}  (compare later: llmtrace compare {plan.name} OTHER)")
+    console.print(
+        f"run saved to {saved}  (later: llmtrace bench ... --baseline {plan.name}, "
+        f"or llmtrace compare {saved} OTHER.json)"
+    )
     if args.html:
         from llmtrace.render.html import write_html
 

@@ -25,7 +25,10 @@ def test_csv_reads_the_question_column(tmp_path: Path) -> None:
     path = tmp_path / "q.csv"
     path.write_text('id,Question,level\nx1,"Why, exactly?",easy\nx2,How?,hard\n', encoding="utf-8")
     questions = load_questions(path)
-    assert [(q.id, q.text) for q in questions.questions] == [("x1", "Why, exactly?"), ("x2", "How?")]
+    assert [(q.id, q.text) for q in questions.questions] == [
+        ("x1", "Why, exactly?"),
+        ("x2", "How?"),
+    ]
     assert questions.questions[1].metadata == {"level": "hard"}
 
 
