@@ -71,8 +71,7 @@ class ProgressBar:
         if self._task is not None:
             self._progress.update(
                 self._task,
-                description=f"{self.name} (stopping: waiting for requests in flight; "
-                "Ctrl-C again to cancel them)",
+                description=f"{self.name} [yellow](finishing; Ctrl-C again to cancel)[/]",
             )
 
     def _status(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -97,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "service exports there; add --otlp so the bench's request spans get there too)",
     )
     parser.add_argument("--service", help="with --source: the service whose traces to read")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="wait S seconds before reading the traces, so that a service in another process "
+        "has exported its last spans (OpenTelemetry batches them every 5 s by default)",
+    )
     parser.add_argument(
         "--otlp",
         metavar="URL",
@@ -192,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]no request completed: nothing to report[/]")
         return EXIT_INTERRUPTED if result.interrupted else 1
 
+    if args.settle > 0:
+        time.sleep(args.settle)
     report, traceset = reporting.build_run_report(
         args.source or traces_file, result, service=args.service
     )

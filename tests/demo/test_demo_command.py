@@ -1,25 +1,42 @@
-"""``llmtrace demo`` end to end at reduced size: real model, real embeddings, real files."""
+"""``llmtrace demo`` end to end at reduced size: real model, real embeddings, real collector."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.integration]
 
 
-def test_demo_measures_changes_one_thing_and_compares(tmp_path: Path) -> None:
+def jaeger_trace(url: str, deadline: float) -> dict[str, Any]:
+    """The trace behind a Jaeger UI link, via the API (export and ingestion take a moment)."""
+    base, trace_id = url.split("/trace/")
+    while True:
+        response = httpx.get(f"{base}/api/v3/traces/{trace_id}", timeout=10)
+        if response.status_code == 200:
+            return dict(response.json())
+        if time.monotonic() > deadline:
+            raise AssertionError(f"trace {trace_id} not in Jaeger: {response.status_code}")
+        time.sleep(0.5)
+
+
+def test_demo_measures_changes_one_thing_and_compares(tmp_path: Path, tracing_stack: Any) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
     env["COLUMNS"] = "120"
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "llmtrace", "demo", "--questions", "2", "--top-k", "4",
-         "--max-tokens", "24", "--output-dir", str(out)],
+         "--max-tokens", "24", "--output-dir", str(out),
+         "--otlp", tracing_stack.otlp_grpc_endpoint, "--jaeger-url", tracing_stack.jaeger_url],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -33,3 +50,15 @@ def test_demo_measures_changes_one_thing_and_compares(tmp_path: Path) -> None:
     assert baseline["run"]["question_set_hash"] == optimised["run"]["question_set_hash"]
     assert baseline["run"]["model"] == "SmolLM2-135M-Instruct"
     assert {"embedding", "retrieval", "rerank", "ttft"} <= set(baseline["stages"])
+
+    # The same spans reached Jaeger through the collector; the printed link opens the slowest.
+    match = re.search(r"(http://\S+/trace/[0-9a-f]{32})", stdout.replace("\n", ""))
+    assert match, stdout
+    trace = jaeger_trace(match.group(1), time.monotonic() + 30)
+    names = {
+        span["name"]
+        for resource in trace["result"]["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    }
+    assert {"bench demo-baseline", "retrieval lumora-handbook"} <= names
