@@ -70,8 +70,6 @@ class Passage:
 class KnowledgeBase:
     """The bundled product handbook, embedded with MiniLM into an in-memory qdrant collection."""
 
-    # Indexing is one trace of its own, not loose spans next to the requests'.
-    @llmtrace.workflow(name="index handbook")
     def __init__(self) -> None:
         self.embedder = load_embedding_model()
         self.store = QdrantClient(":memory:")
@@ -145,12 +143,13 @@ class Answer(BaseModel):
     trace_id: str
 
 
-def create_app(model_url: str, model_slots: int) -> FastAPI:
-    state: dict[str, Any] = {}
+def create_app(model_url: str, model_slots: int, knowledge: KnowledgeBase | None = None) -> FastAPI:
+    state: dict[str, Any] = {"knowledge": knowledge}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state["knowledge"] = await asyncio.to_thread(KnowledgeBase)
+        if state["knowledge"] is None:
+            state["knowledge"] = await asyncio.to_thread(KnowledgeBase)
         state["model"] = openai.AsyncOpenAI(base_url=model_url, api_key="local-model")
         # llama-cpp-python's server runs one generation at a time; the slots make requests wait
         # here, visibly, instead of inside the model server.
@@ -259,10 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    # Indexed before tracing starts, so that the traces (and the report) are the requests only.
+    knowledge = KnowledgeBase()
     llmtrace.init(service_name="handbook-rag")
     try:
         with model_server(args.model_url) as model_url:
-            app = create_app(model_url, args.model_slots)
+            app = create_app(model_url, args.model_slots, knowledge)
             if not args.ask:
                 uvicorn.run(app, host=args.host, port=args.port)
                 return 0
