@@ -34,10 +34,19 @@ class OTLPJsonFileExporter(SpanExporter):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        backups: int = DEFAULT_BACKUPS,
+        path: str | os.PathLike[str] | None = None,
+        max_bytes: int | None = None,
+        backups: int | None = None,
     ) -> None:
+        # Without arguments (as OTEL_TRACES_EXPORTER=llmtrace_file creates it through the
+        # opentelemetry_traces_exporter entry point) the LLMTRACE_FILE_* settings apply.
+        if path is None or max_bytes is None or backups is None:
+            from llmtrace.config import settings
+
+            current = settings()
+            path = current.file_path if path is None else path
+            max_bytes = current.file_max_bytes if max_bytes is None else max_bytes
+            backups = current.file_backups if backups is None else backups
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.backups = backups

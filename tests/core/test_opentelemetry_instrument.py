@@ -1,0 +1,66 @@
+"""``opentelemetry-instrument python app.py`` traces an unmodified app through llmtrace's entry
+points: the ``llmtrace`` instrumentor and the ``llmtrace_file`` traces exporter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+APP = textwrap.dedent(
+    """
+    import sys
+    import openai
+
+    client = openai.OpenAI(base_url=sys.argv[1], api_key="test-key")
+    reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+    stream = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    print(reply.choices[0].message.content == text)
+    """
+)
+
+
+def test_unmodified_app_is_traced_with_no_code_change(tmp_path, model_server):
+    (tmp_path / "app.py").write_text(APP)
+    traces = tmp_path / "traces.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
+    env.update(
+        OTEL_SERVICE_NAME="unmodified-app",
+        OTEL_TRACES_EXPORTER="llmtrace_file",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        LLMTRACE_FILE_PATH=str(traces),
+    )
+    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
+    result = subprocess.run(
+        [str(launcher), sys.executable, "app.py", model_server.base_url],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+    spans = []
+    for line in traces.read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            attributes = {a["key"]: a["value"] for a in resource_spans["resource"]["attributes"]}
+            assert attributes["service.name"] == {"stringValue": "unmodified-app"}
+            for scope_spans in resource_spans["scopeSpans"]:
+                spans.extend(scope_spans["spans"])
+    model_spans = [s for s in spans if s["name"] == "chat tiny"]
+    assert len(model_spans) == 2  # one per call: no duplicate from the HTTP layer
+    streamed = next(
+        s
+        for s in model_spans
+        if any(a["key"] == "llmtrace.time_to_first_token" for a in s["attributes"])
+    )
+    stage = {a["key"]: a["value"] for a in streamed["attributes"]}["llmtrace.stage"]
+    assert stage == {"stringValue": "ttft"}
