@@ -1,0 +1,66 @@
+"""The instrumented application of the Jaeger end-to-end test, run as a process of its own.
+
+It is configured the way a user configures a deployed app: ``llmtrace.init()`` with the standard
+``OTEL_SERVICE_NAME``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_EXPORTER_OTLP_PROTOCOL``
+environment variables, so the exporter, the resource and the auto-instrumentation of the real
+``openai`` client are the ones an application gets (the test process has its own in-memory
+provider, which a second provider could not replace).
+
+Usage: python jaeger_e2e_app.py MODEL_BASE_URL MODEL
+Prints one JSON line: {"trace_id": <32 hex digits>, "answer": <the streamed text>}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import openai
+from opentelemetry import trace
+
+import llmtrace
+
+ORDER_STATUS = {"A-1001": "shipped"}
+
+
+@llmtrace.retrieval(data_source="handbook", top_k=2)
+def search_handbook(question: str) -> list[str]:
+    time.sleep(0.02)
+    return ["Orders ship within two days.", "Tracking links arrive by e-mail."]
+
+
+@llmtrace.tool(name="order_status")
+def order_status(order_id: str) -> str:
+    time.sleep(0.01)
+    return ORDER_STATUS.get(order_id, "unknown")
+
+
+@llmtrace.workflow(name="answer_question")
+def answer_question(client: openai.OpenAI, model: str, question: str) -> tuple[str, str]:
+    trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
+    documents = search_handbook(question)
+    status = order_status("A-1001")
+    stream = client.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "system", "content": "Answer from the context: " + " ".join(documents)},
+            {"role": "user", "content": f"{question} (order status: {status})"},
+        ],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    return trace_id, text
+
+
+def main(base_url: str, model: str) -> None:
+    llmtrace.init()
+    client = openai.OpenAI(base_url=base_url, api_key="sk-e2e-not-a-secret", max_retries=0)
+    trace_id, text = answer_question(client, model, "Where is my order A-1001?")
+    llmtrace.shutdown()
+    print(json.dumps({"trace_id": trace_id, "answer": text}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
