@@ -17,7 +17,10 @@ from urllib.parse import urlsplit
 
 import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -175,9 +178,20 @@ def export_over_http(target: Target, request: ExportTraceServiceRequest) -> str 
         )
     except httpx.HTTPError as exc:
         return f"the HTTP request failed ({type(exc).__name__}: {exc})"
-    if response.status_code == 200:
-        return None
-    return f"it answered HTTP {response.status_code} to POST {target.traces_url}"
+    if response.status_code != 200:
+        return f"it answered HTTP {response.status_code} to POST {target.traces_url}"
+    content_type = response.headers.get("content-type", "")
+    # Web apps (Jaeger's UI among them) answer 200 with a page for any path.
+    if not content_type.startswith("application/x-protobuf"):
+        return f"it answered POST {target.traces_url} with {content_type or 'no content type'}"
+    return _rejected_spans(ExportTraceServiceResponse.FromString(response.content))
+
+
+def _rejected_spans(response: ExportTraceServiceResponse) -> str | None:
+    rejected = response.partial_success.rejected_spans
+    if rejected:
+        return f"it rejected {rejected} span(s): {response.partial_success.error_message}"
+    return None
 
 
 def export_over_grpc(target: Target, request: ExportTraceServiceRequest) -> str | None:
@@ -193,7 +207,7 @@ def export_over_grpc(target: Target, request: ExportTraceServiceRequest) -> str 
         else grpc.insecure_channel(address)
     )
     try:
-        TraceServiceStub(channel).Export(  # type: ignore[no-untyped-call]
+        response = TraceServiceStub(channel).Export(  # type: ignore[no-untyped-call]
             request,
             timeout=EXPORT_TIMEOUT_SECONDS,
             metadata=[(name.lower(), value) for name, value in target.headers.items()],
@@ -204,7 +218,7 @@ def export_over_grpc(target: Target, request: ExportTraceServiceRequest) -> str 
         return f"the gRPC export failed ({code.name if code else 'error'}: {details})"
     finally:
         channel.close()
-    return None
+    return _rejected_spans(response)
 
 
 def check_accepts_otlp(target: Target, span: ReadableSpan, findings: Findings) -> bool:
@@ -259,9 +273,10 @@ def run(args: argparse.Namespace) -> int:
     if check_reachable(target, findings):
         span = make_test_span()
         trace_id = format(span.context.trace_id, "032x") if span.context else ""
-        if check_accepts_otlp(target, span, findings) and args.jaeger:
-            check_jaeger(args.jaeger, trace_id, findings)
-        elif not args.jaeger:
-            findings.note("Pass --jaeger http://localhost:16686 to check the span arrives there.")
+        if check_accepts_otlp(target, span, findings):
+            if args.jaeger:
+                check_jaeger(args.jaeger, trace_id, findings)
+            else:
+                findings.note("Pass --jaeger http://localhost:16686 to check it arrives there.")
     print("All checks passed." if not findings.failed else "Some checks failed.")
     return 1 if findings.failed else 0
