@@ -52,7 +52,8 @@ fingerprint() {
 
 is_current() {
   local binary="$1" key="$2"
-  [[ "$force" == false && -x "$binary" && -f "$binary.stamp" && "$(cat "$binary.stamp")" == "$key" ]]
+  [[ "$force" == false && -x "$binary" && -f "$binary.stamp" ]] &&
+    [[ "$(cat "$binary.stamp")" == "$key" ]]
 }
 
 # Runs a long build with its output in a log file and a line of progress every few seconds,
