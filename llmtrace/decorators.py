@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -85,7 +85,7 @@ def _skip() -> bool:
     """
     if config.drop_all:
         return True
-    parent = otel_context.get_current().get(_CURRENT_SPAN_KEY)
+    parent = cast(Span | None, otel_context.get_current().get(_CURRENT_SPAN_KEY))
     if parent is None:
         return False
     parent_context = parent.get_span_context()
