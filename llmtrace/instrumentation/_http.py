@@ -36,6 +36,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import ModelCall, current_model_call, get_tracer
+from llmtrace.server.timings import server_timings_from_headers
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
@@ -245,6 +246,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             response = wrapped(*args, **kwargs)
             if kwargs.get("stream"):
                 call.headers_received()
+            _record_server_timings(call.span, response)
             return response
         if _other_instrumentation_owns_spans(library_name):
             return wrapped(*args, **kwargs)
@@ -273,6 +275,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             response = await wrapped(*args, **kwargs)
             if kwargs.get("stream"):
                 call.headers_received()
+            _record_server_timings(call.span, response)
             return response
         if _other_instrumentation_owns_spans(library_name):
             return await wrapped(*args, **kwargs)
@@ -291,6 +294,18 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
         return _after_response(span, response, EndingAsyncStream)
 
     return send, async_send
+
+
+def _record_server_timings(span: Span, response: Any) -> None:
+    """Timings a server reports in headers (OpenAI ``openai-processing-ms``, TGI ``x-*-time``)
+    go on the model span as ``llmtrace.server.*`` seconds."""
+    try:
+        if span.is_recording():
+            timings = server_timings_from_headers(response.headers)
+            if timings:
+                span.set_attributes(timings)
+    except Exception:
+        log_once(logger, "server timing headers unreadable")
 
 
 def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:

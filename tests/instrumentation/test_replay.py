@@ -136,11 +136,16 @@ def test_recorded_exchange(provider, cassette, model_server, spans):
     if "model" in expected:
         assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
     if (
-        ("finish" in expected
-        and provider == "anthropic")
+        ("finish" in expected and provider == "anthropic")
         or "choices" in interaction["response"]["body"]["string"]
     ) and "finish" in expected:
         assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
+    processing_ms = (interaction["response"].get("headers") or {}).get("openai-processing-ms")
+    if processing_ms:
+        # The server's own processing time, from its response header, in seconds.
+        assert attributes[semconv.SERVER_PROCESSING_TIME] == pytest.approx(
+            float(processing_ms[0]) / 1000.0
+        )
     for name in (semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS):
         if name in expected:
             assert attributes[name] == expected[name], name
