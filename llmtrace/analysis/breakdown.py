@@ -71,6 +71,8 @@ class TraceBreakdown:
 
 
 def _seconds(value: Any) -> float | None:
+    if value.__class__ is float:
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -115,17 +117,25 @@ def find_server_span(span: Span) -> Span | None:
     return None
 
 
-def _queue_spans_duration(server: Span) -> float:
-    """Time in queue-stage spans under a server span (outermost only, measured on its clock)."""
+def _queue_spans(server: Span) -> tuple[float, bool]:
+    """Time in queue-stage spans under a server span (outermost only, measured on its clock),
+    and whether one of them is the proxy queue the middleware also reports as an attribute."""
     total = 0.0
+    has_proxy_span = False
     stack = list(server.children)
     while stack:
         span = stack.pop()
         if span.attributes.get(sc.STAGE) == "queue":
             total += max(span.duration, 0.0)
+            has_proxy_span = has_proxy_span or span.attributes.get(sc.QUEUE_NAME) == "proxy"
         else:
             stack.extend(span.children)
-    return total
+    return total, has_proxy_span
+
+
+def _sum_known(*values: float | None) -> float | None:
+    known = [value for value in values if value is not None]
+    return sum(known) if known and len(known) == len(values) else None
 
 
 def server_timings(span: Span) -> ServerTimings | None:
@@ -140,22 +150,35 @@ def server_timings(span: Span) -> ServerTimings | None:
                 time_to_first_token=_seconds(attributes.get(sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)),
                 end_to_end=_seconds(attributes.get(sc.GEN_AI_LATENCY_E2E)) or server.duration,
             )
+        # llmtrace's server middleware: queue-stage spans, and the proxy queue (X-Request-Start)
+        # as an attribute, which the middleware may also record as a span of its own.
+        queued, has_proxy_span = _queue_spans(server)
         proxy_queue = _seconds(attributes.get(sc.SERVER_PROXY_QUEUE_TIME)) or 0.0
         server_ttft = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
         if server_ttft is None:
             server_ttft = _seconds(attributes.get(sc.TIME_TO_FIRST_TOKEN))
         return ServerTimings(
-            queue=proxy_queue + _queue_spans_duration(server),
+            queue=queued + (0.0 if has_proxy_span else proxy_queue),
             time_to_first_token=server_ttft,
             end_to_end=server.duration if server.end > server.start else None,
         )
+    # Timings the server reported in its response (TGI headers, llama.cpp body timings).
     attributes = span.attributes
-    reported_queue = _seconds(attributes.get(sc.SERVER_QUEUE_TIME))
-    reported_ttft = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
-    reported_total = _seconds(attributes.get(sc.SERVER_PROCESSING_TIME))
-    if reported_queue is None and reported_ttft is None and reported_total is None:
+    queue = _seconds(attributes.get(sc.SERVER_QUEUE_TIME))
+    prompt = _seconds(attributes.get(sc.SERVER_PROMPT_TIME))
+    generation = _seconds(attributes.get(sc.SERVER_GENERATION_TIME))
+    inference = _seconds(attributes.get(sc.SERVER_INFERENCE_TIME))
+    first_token = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
+    total = _seconds(attributes.get(sc.SERVER_PROCESSING_TIME))
+    if first_token is None and prompt is not None:
+        first_token = (queue or 0.0) + prompt
+    if total is None:
+        total = _sum_known(first_token, generation)
+    if total is None and inference is not None:
+        total = (queue or 0.0) + inference
+    if queue is None and first_token is None and total is None:
         return None
-    return ServerTimings(reported_queue or 0.0, reported_ttft, reported_total)
+    return ServerTimings(queue or 0.0, first_token, total)
 
 
 def _transport_time(span: Span) -> float:
@@ -204,8 +227,12 @@ def model_phases(span: Span) -> ModelPhases:
     )
 
 
-def _emit_model_call(span: Span, low: int, high: int, out: list[Segment]) -> None:
+def _emit_model_call(
+    span: Span, low: int, high: int, out: list[Segment], phases_seen: dict[int, ModelPhases] | None
+) -> None:
     phases = model_phases(span)
+    if phases_seen is not None:
+        phases_seen[id(span)] = phases
     boundary = span.start
     for stage, seconds in (
         ("network", phases.network),
@@ -226,17 +253,24 @@ def _end_time(span: Span) -> int:
 
 
 def _walk_critical_path(
-    span: Span, low: int, high: int, inherited: str, out: list[Segment]
+    span: Span,
+    low: int,
+    high: int,
+    inherited: str,
+    out: list[Segment],
+    phases_seen: dict[int, ModelPhases] | None,
 ) -> None:
     stage = declared_stage(span) or inherited
     if is_model_call(span):
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
-        _emit_model_call(span, low, high, out)
+        _emit_model_call(span, low, high, out, phases_seen)
         return
     cursor = high
-    if span.children:
-        for child in sorted(span.children, key=_end_time, reverse=True):
+    children = span.children
+    if children:
+        ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
+        for child in ordered:
             if child.start >= cursor:
                 continue  # entirely after the stretch already explained: concurrent work
             child_end = min(child.end, cursor)
@@ -247,7 +281,7 @@ def _walk_critical_path(
                 continue
             if child_end < cursor:
                 out.append(Segment(stage, child_end, cursor, span.name))
-            _walk_critical_path(child, child_start, child_end, stage, out)
+            _walk_critical_path(child, child_start, child_end, stage, out, phases_seen)
             cursor = child_start
             if cursor <= low:
                 break
@@ -255,12 +289,16 @@ def _walk_critical_path(
         out.append(Segment(stage, low, cursor, span.name))
 
 
-def critical_path(trace: Trace) -> list[Segment]:
-    """The root's duration as consecutive stage segments along the critical path, in time order."""
+def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None) -> list[Segment]:
+    """The root's duration as consecutive stage segments along the critical path, in time order.
+
+    ``phases_seen``, when given, receives the phases of each model call met on the path (keyed
+    by ``id(span)``), so a caller that needs them too does not compute them twice.
+    """
     root = trace.root
     out: list[Segment] = []
     if root.end > root.start:
-        _walk_critical_path(root, root.start, root.end, _ROOT_STAGE, out)
+        _walk_critical_path(root, root.start, root.end, _ROOT_STAGE, out, phases_seen)
     out.sort(key=_segment_start)
     return out
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.breakdown import first_token_time, is_model_call, model_phases
+from llmtrace.analysis.breakdown import ModelPhases, first_token_time, is_model_call, model_phases
 from llmtrace.analysis.model import Span, Trace
 
 
@@ -32,17 +32,21 @@ class ModelCall:
 
 
 def _number(value: Any) -> float | None:
+    if value.__class__ is float:
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
 
 
 def _count(value: Any) -> int | None:
+    if value.__class__ is int:
+        return value
     number = _number(value)
     return None if number is None else int(number)
 
 
-def model_call(span: Span) -> ModelCall:
+def model_call(span: Span, phases: ModelPhases | None = None) -> ModelCall:
     attributes = span.attributes
     duration = max(span.duration, 0.0)
     ttft = first_token_time(span)
@@ -55,7 +59,8 @@ def model_call(span: Span) -> ModelCall:
         speed = output_tokens / generation
     stream = attributes.get(sc.GEN_AI_REQUEST_STREAM)
     reasons = attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)
-    phases = model_phases(span)
+    if phases is None:
+        phases = model_phases(span)
     model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
     input_hash = attributes.get(sc.GEN_AI_INPUT_MESSAGES)
     return ModelCall(
@@ -78,8 +83,32 @@ def model_call(span: Span) -> ModelCall:
 
 
 @dataclass(slots=True)
-class TraceFacts:
-    """What one trace says beyond its timing: model calls and the sizes that drive latency."""
+class RootFacts:
+    """What a trace's root says about the run it belongs to (``llmtrace bench`` sets these)."""
+
+    bench_run: str | None = None
+    bench_concurrency: int | None = None
+    bench_question_set_hash: str | None = None
+    warmup: bool = False
+
+
+def root_facts(trace: Trace) -> RootFacts:
+    attributes = trace.root.attributes
+    if sc.BENCH_RUN not in attributes and sc.BENCH_WARMUP not in attributes:
+        return RootFacts()
+    question_set = attributes.get(sc.BENCH_QUESTION_SET_HASH)
+    run = attributes.get(sc.BENCH_RUN)
+    return RootFacts(
+        bench_run=str(run) if run is not None else None,
+        bench_concurrency=_count(attributes.get(sc.BENCH_CONCURRENCY)),
+        bench_question_set_hash=str(question_set) if question_set else None,
+        warmup=attributes.get(sc.BENCH_WARMUP) is True,
+    )
+
+
+@dataclass(slots=True)
+class FactSink:
+    """Facts gathered across traces: model calls and the sizes that drive latency."""
 
     model_calls: list[ModelCall] = field(default_factory=list)
     retrieval_returned: list[int] = field(default_factory=list)
@@ -89,49 +118,36 @@ class TraceFacts:
     embedding_inputs: list[int] = field(default_factory=list)
     prompt_chars: list[int] = field(default_factory=list)
     tool_durations: dict[str, list[float]] = field(default_factory=dict)
-    bench_run: str | None = None
-    bench_concurrency: int | None = None
-    bench_question_set_hash: str | None = None
-    warmup: bool = False
 
-
-def trace_facts(trace: Trace) -> TraceFacts:
-    facts = TraceFacts()
-    for span in trace.root.walk():
-        attributes = span.attributes
-        if not attributes:
-            continue
-        if is_model_call(span):
-            facts.model_calls.append(model_call(span))
-            continue
-        if sc.RETRIEVAL_RETURNED in attributes:
-            returned = _count(attributes[sc.RETRIEVAL_RETURNED])
-            if returned is not None:
-                facts.retrieval_returned.append(returned)
-        if sc.GEN_AI_RETRIEVAL_TOP_K in attributes:
-            top_k = _count(attributes[sc.GEN_AI_RETRIEVAL_TOP_K])
-            if top_k is not None:
-                facts.retrieval_top_k.append(top_k)
-        query_hash = attributes.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
-        if isinstance(query_hash, int):
-            facts.retrieval_query_hashes.append(query_hash)
-        for name, bucket in (
-            (sc.RERANK_INPUT_COUNT, facts.rerank_inputs),
-            (sc.EMBEDDING_INPUT_COUNT, facts.embedding_inputs),
-            (sc.PROMPT_CHARS, facts.prompt_chars),
-        ):
-            if name in attributes:
-                value = _count(attributes[name])
+    def add_trace(self, trace: Trace, phases: dict[int, ModelPhases] | None = None) -> None:
+        """Add one trace's facts; ``phases`` holds model phases the breakdown already computed."""
+        known = phases or {}
+        stack = [trace.root]
+        while stack:
+            span = stack.pop()
+            if span.children:
+                stack.extend(span.children)
+            attributes = span.attributes
+            if not attributes:
+                continue
+            if is_model_call(span):
+                self.model_calls.append(model_call(span, known.get(id(span))))
+                continue
+            for name, bucket in (
+                (sc.RETRIEVAL_RETURNED, self.retrieval_returned),
+                (sc.GEN_AI_RETRIEVAL_TOP_K, self.retrieval_top_k),
+                (sc.RERANK_INPUT_COUNT, self.rerank_inputs),
+                (sc.EMBEDDING_INPUT_COUNT, self.embedding_inputs),
+                (sc.PROMPT_CHARS, self.prompt_chars),
+            ):
+                value = attributes.get(name)
                 if value is not None:
-                    bucket.append(value)
-        if attributes.get(sc.STAGE) == "tool":
-            tool = str(attributes.get(sc.GEN_AI_TOOL_NAME) or span.name)
-            facts.tool_durations.setdefault(tool, []).append(max(span.duration, 0.0))
-        if sc.BENCH_RUN in attributes:
-            facts.bench_run = str(attributes[sc.BENCH_RUN])
-            facts.bench_concurrency = _count(attributes.get(sc.BENCH_CONCURRENCY))
-            question_set = attributes.get(sc.BENCH_QUESTION_SET_HASH)
-            facts.bench_question_set_hash = str(question_set) if question_set else None
-        if attributes.get(sc.BENCH_WARMUP) is True:
-            facts.warmup = True
-    return facts
+                    count = _count(value)
+                    if count is not None:
+                        bucket.append(count)
+            query_hash = attributes.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
+            if query_hash.__class__ is int:
+                self.retrieval_query_hashes.append(query_hash)
+            if attributes.get(sc.STAGE) == "tool":
+                tool = str(attributes.get(sc.GEN_AI_TOOL_NAME) or span.name)
+                self.tool_durations.setdefault(tool, []).append(max(span.duration, 0.0))

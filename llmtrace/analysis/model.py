@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,8 @@ KIND_PRODUCER = 4
 KIND_CONSUMER = 5
 
 NANOS = 1_000_000_000
+# Most spans are leaves: they share one empty tuple instead of each holding an empty list.
+NO_CHILDREN: tuple[Span, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -28,7 +31,7 @@ class Span:
     end: int
     attributes: dict[str, Any]
     service: str | None = None
-    children: list[Span] = field(default_factory=list)
+    children: Sequence[Span] = NO_CHILDREN
 
     @property
     def duration(self) -> float:
@@ -36,14 +39,19 @@ class Span:
         return (self.end - self.start) / NANOS
 
     def walk(self) -> list[Span]:
-        """This span and all its descendants, parents before children."""
+        """This span and all its descendants, parents before children, siblings by start."""
         out: list[Span] = []
         stack = [self]
         while stack:
             span = stack.pop()
             out.append(span)
-            stack.extend(reversed(span.children))
+            if span.children:
+                stack.extend(sorted(span.children, key=_start_time, reverse=True))
         return out
+
+
+def _start_time(span: Span) -> int:
+    return span.start
 
 
 @dataclass(slots=True, eq=False)

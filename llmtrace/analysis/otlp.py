@@ -29,12 +29,11 @@ _KIND_NAMES = {
     "SPAN_KIND_CONSUMER": 5,
 }
 
-# Attributes the analysis reads. Everything under llmtrace.* is kept too (small numbers and
-# names); anything else (HTTP headers, arbitrary app attributes) is dropped to save memory.
+# Attributes the analysis reads; anything else (HTTP details, arbitrary application attributes)
+# is dropped on the way in: a day of traces must fit in memory.
 KEPT_ATTRIBUTES: frozenset[str] = frozenset(
     {
         sc.GEN_AI_OPERATION_NAME,
-        sc.GEN_AI_PROVIDER_NAME,
         sc.GEN_AI_REQUEST_MODEL,
         sc.GEN_AI_RESPONSE_MODEL,
         sc.GEN_AI_REQUEST_MAX_TOKENS,
@@ -44,7 +43,6 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.GEN_AI_USAGE_INPUT_TOKENS,
         sc.GEN_AI_USAGE_OUTPUT_TOKENS,
         sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-        sc.GEN_AI_DATA_SOURCE_ID,
         sc.GEN_AI_RETRIEVAL_TOP_K,
         sc.GEN_AI_TOOL_NAME,
         sc.GEN_AI_LATENCY_TIME_IN_QUEUE,
@@ -52,8 +50,29 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL,
         sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE,
         sc.GEN_AI_LATENCY_E2E,
-        sc.ERROR_TYPE,
-        sc.SERVER_ADDRESS,
+        sc.STAGE,
+        sc.TIME_TO_FIRST_TOKEN,
+        sc.GENERATION_TIME,
+        sc.OUTPUT_TOKENS_PER_SECOND,
+        sc.RETRIEVAL_RETURNED,
+        sc.RERANK_INPUT_COUNT,
+        sc.EMBEDDING_INPUT_COUNT,
+        sc.PROMPT_CHARS,
+        sc.HTTP_CONNECT,
+        sc.HTTP_TLS,
+        sc.HTTP_REQUEST_SENT,
+        sc.SERVER_QUEUE_TIME,
+        sc.SERVER_PROMPT_TIME,
+        sc.SERVER_GENERATION_TIME,
+        sc.SERVER_PROCESSING_TIME,
+        sc.SERVER_TIME_TO_FIRST_TOKEN,
+        sc.SERVER_INFERENCE_TIME,
+        sc.SERVER_PROXY_QUEUE_TIME,
+        sc.QUEUE_NAME,
+        sc.BENCH_RUN,
+        sc.BENCH_CONCURRENCY,
+        sc.BENCH_QUESTION_SET_HASH,
+        sc.BENCH_WARMUP,
     }
 )
 # Content attributes: only whether two requests were identical matters (cache advice), so the
@@ -61,7 +80,6 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
 HASHED_ATTRIBUTES: frozenset[str] = frozenset(
     {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_RETRIEVAL_QUERY_TEXT}
 )
-_LLMTRACE_PREFIX = "llmtrace."
 _intern = sys.intern
 
 
@@ -135,64 +153,81 @@ class SpanCollector:
         if resource_spans is None:
             raise OTLPFormatError("no resourceSpans in this JSON object")
         added = 0
-        by_trace = self.by_trace
-        kept = KEPT_ATTRIBUTES
-        hashed = HASHED_ATTRIBUTES
-        prefix = _LLMTRACE_PREFIX
         for resource_span in resource_spans:
             service = _service_name(resource_span.get("resource"))
             for scope_span in resource_span.get("scopeSpans", ()):
-                for raw in scope_span.get("spans", ()):
-                    trace_id = raw["traceId"]
-                    if len(trace_id) != 32:
-                        trace_id = normalize_id(trace_id, 32)
-                    span_id = raw["spanId"]
-                    if len(span_id) != 16:
-                        span_id = normalize_id(span_id, 16)
-                    parent_id = raw.get("parentSpanId") or None
-                    if parent_id is not None and len(parent_id) != 16:
-                        parent_id = normalize_id(parent_id, 16)
-                    kind = raw.get("kind", 0)
-                    if kind.__class__ is not int:
-                        kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
-                    attributes: dict[str, Any] = {}
-                    for attr in raw.get("attributes", ()):
-                        key = attr["key"]
-                        if key in kept or key.startswith(prefix):
-                            attributes[_intern(key)] = attribute_value(attr["value"])
-                        elif key in hashed:
-                            attributes[_intern(key)] = hash(str(attribute_value(attr["value"])))
-                    spans = by_trace.get(trace_id)
-                    if spans is None:
-                        spans = by_trace[trace_id] = {}
-                    if span_id in spans:
-                        continue  # the same span read twice (overlapping files or query pages)
-                    spans[span_id] = Span(
-                        span_id,
-                        parent_id,
-                        _intern(raw.get("name", "")),
-                        kind,
-                        int(raw.get("startTimeUnixNano") or 0),
-                        int(raw.get("endTimeUnixNano") or 0),
-                        attributes,
-                        service,
-                    )
-                    added += 1
+                added += self._add_spans(scope_span.get("spans", ()), service)
         self.span_count += added
+        return added
+
+    def _add_spans(self, raw_spans: Iterable[Any], service: str | None) -> int:
+        # The hot loop of ``llmtrace report``: locals instead of globals and attribute lookups,
+        # and the common attribute value types decoded inline.
+        by_trace = self.by_trace
+        kept = KEPT_ATTRIBUTES
+        hashed = HASHED_ATTRIBUTES
+        intern = _intern
+        decode = attribute_value
+        added = 0
+        for raw in raw_spans:
+            trace_id = raw["traceId"]
+            if len(trace_id) != 32:
+                trace_id = normalize_id(trace_id, 32)
+            span_id = raw["spanId"]
+            if len(span_id) != 16:
+                span_id = normalize_id(span_id, 16)
+            parent_id = raw.get("parentSpanId") or None
+            if parent_id is not None and len(parent_id) != 16:
+                parent_id = normalize_id(parent_id, 16)
+            kind = raw.get("kind", 0)
+            if kind.__class__ is not int:
+                kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
+            attributes: dict[str, Any] = {}
+            for attr in raw.get("attributes", ()):
+                key = attr["key"]
+                if key in kept:
+                    value = attr["value"]
+                    if "stringValue" in value:
+                        attributes[intern(key)] = intern(value["stringValue"])
+                    elif "intValue" in value:
+                        attributes[intern(key)] = int(value["intValue"])
+                    elif "doubleValue" in value:
+                        attributes[intern(key)] = float(value["doubleValue"])
+                    else:
+                        attributes[intern(key)] = decode(value)
+                elif key in hashed:
+                    attributes[intern(key)] = hash(str(decode(attr["value"])))
+            spans = by_trace.get(trace_id)
+            if spans is None:
+                spans = by_trace[trace_id] = {}
+            elif span_id in spans:
+                continue  # the same span read twice (overlapping files or query pages)
+            spans[span_id] = Span(
+                span_id,
+                parent_id,
+                intern(raw.get("name", "")),
+                kind,
+                int(raw.get("startTimeUnixNano") or 0),
+                int(raw.get("endTimeUnixNano") or 0),
+                attributes,
+                service,
+            )
+            added += 1
         return added
 
     def assemble(self) -> tuple[list[Trace], int]:
         """Link spans into trees; return (traces, number of traces excluded for an open root)."""
         traces: list[Trace] = []
         excluded_open = 0
-        for trace_id, spans in self.by_trace.items():
+        by_trace = self.by_trace
+        self.by_trace = {}
+        for trace_id, spans in by_trace.items():
             roots = link_children(spans)
             for root in roots:
                 if root.end <= 0 or root.end < root.start:
                     excluded_open += 1
                     continue
                 traces.append(Trace(trace_id, root, orphan=root.parent_id is not None))
-        self.by_trace = {}
         return traces, excluded_open
 
 
@@ -200,23 +235,21 @@ def link_children(spans: Mapping[str, Span]) -> list[Span]:
     """Attach each span to its parent; return the roots (true roots and orphan subtrees)."""
     roots: list[Span] = []
     for span in spans.values():
-        open_child = span.parent_id is not None and span.parent_id in spans
-        if open_child and (span.end <= 0 or span.end < span.start):
-            # A child still open when its trace was exported claims no time of its own.
-            span.end = span.start
-        parent = spans.get(span.parent_id) if span.parent_id is not None else None
+        parent_id = span.parent_id
+        parent = spans.get(parent_id) if parent_id is not None else None
         if parent is None or parent is span:
             roots.append(span)
+            continue
+        if span.end <= 0 or span.end < span.start:
+            # A child still open when its trace was exported claims no time of its own.
+            span.end = span.start
+        span.parent_id = parent.span_id  # share the parent's string: one copy per id
+        children = parent.children
+        if children:
+            children.append(span)  # type: ignore[attr-defined]
         else:
-            parent.children.append(span)
-    for span in spans.values():
-        if len(span.children) > 1:
-            span.children.sort(key=_start_time)
+            parent.children = [span]
     return roots
-
-
-def _start_time(span: Span) -> int:
-    return span.start
 
 
 def documents_from_stream(text: str) -> Iterable[Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,11 +19,12 @@ from typing import Any
 from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
 from llmtrace.analysis.breakdown import (
+    ModelPhases,
     critical_path,
     declared_stage,
     is_model_call,
 )
-from llmtrace.analysis.evidence import ModelCall, TraceFacts, trace_facts
+from llmtrace.analysis.evidence import FactSink, ModelCall, RootFacts, root_facts
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet
 from llmtrace.analysis.stats import Distribution, distribution, histogram
 
@@ -355,30 +355,35 @@ class _Accumulator:
     traces: list[Trace] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     stage_rows: list[dict[str, float]] = field(default_factory=list)
-    facts: list[TraceFacts] = field(default_factory=list)
+    roots: list[RootFacts] = field(default_factory=list)
+    sink: FactSink = field(default_factory=FactSink)
     unclaimed: dict[str, float] = field(default_factory=dict)
     excluded_warmup: int = 0
 
 
 def _collect(traceset: TraceSet, run: str | None) -> _Accumulator:
     acc = _Accumulator()
+    unclaimed = acc.unclaimed
     for trace in traceset.traces:
-        facts = trace_facts(trace)
+        facts = root_facts(trace)
         if facts.warmup:
             acc.excluded_warmup += 1
             continue
         if run is not None and facts.bench_run != run:
             continue
+        phases: dict[int, ModelPhases] = {}
         stages: dict[str, float] = {}
-        for segment in critical_path(trace):
+        for segment in critical_path(trace, phases):
             seconds = (segment.end - segment.start) / NANOS
-            stages[segment.stage] = stages.get(segment.stage, 0.0) + seconds
-            if segment.stage == "other":
-                acc.unclaimed[segment.span] = acc.unclaimed.get(segment.span, 0.0) + seconds
+            stage = segment.stage
+            stages[stage] = stages.get(stage, 0.0) + seconds
+            if stage == "other":
+                unclaimed[segment.span] = unclaimed.get(segment.span, 0.0) + seconds
+        acc.sink.add_trace(trace, phases)
         acc.traces.append(trace)
         acc.durations.append(trace.duration)
         acc.stage_rows.append(stages)
-        acc.facts.append(facts)
+        acc.roots.append(facts)
     return acc
 
 
@@ -392,10 +397,11 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _evidence(acc: _Accumulator) -> Evidence:
-    calls: list[ModelCall] = [call for facts in acc.facts for call in facts.model_calls]
+    sink = acc.sink
+    calls: list[ModelCall] = sink.model_calls
     evidence = Evidence(model_calls=len(calls))
-    if acc.facts:
-        evidence.model_calls_per_trace = len(calls) / len(acc.facts)
+    if acc.traces:
+        evidence.model_calls_per_trace = len(calls) / len(acc.traces)
     evidence.input_tokens_mean = _mean(
         [c.input_tokens for c in calls if c.input_tokens is not None]
     )
@@ -414,27 +420,20 @@ def _evidence(acc: _Accumulator) -> Evidence:
     joined = [c for c in calls if c.server_joined]
     evidence.server_joined_calls = len(joined)
     evidence.server_queue_mean = _mean([c.queue for c in joined])
-    returned = [n for f in acc.facts for n in f.retrieval_returned]
-    evidence.retrieval_calls = max(len(returned), sum(len(f.retrieval_top_k) for f in acc.facts))
-    evidence.retrieval_returned_mean = _mean([float(n) for n in returned])
-    evidence.retrieval_top_k_mean = _mean([float(n) for f in acc.facts for n in f.retrieval_top_k])
-    evidence.rerank_inputs_mean = _mean([float(n) for f in acc.facts for n in f.rerank_inputs])
-    evidence.embedding_inputs_mean = _mean(
-        [float(n) for f in acc.facts for n in f.embedding_inputs]
-    )
-    evidence.prompt_chars_mean = _mean([float(n) for f in acc.facts for n in f.prompt_chars])
+    evidence.retrieval_calls = max(len(sink.retrieval_returned), len(sink.retrieval_top_k))
+    evidence.retrieval_returned_mean = _mean([float(n) for n in sink.retrieval_returned])
+    evidence.retrieval_top_k_mean = _mean([float(n) for n in sink.retrieval_top_k])
+    evidence.rerank_inputs_mean = _mean([float(n) for n in sink.rerank_inputs])
+    evidence.embedding_inputs_mean = _mean([float(n) for n in sink.embedding_inputs])
+    evidence.prompt_chars_mean = _mean([float(n) for n in sink.prompt_chars])
     prompt_hashes = [c.input_hash for c in calls if c.input_hash is not None]
     evidence.hashed_prompts = len(prompt_hashes)
     evidence.repeated_prompts = len(prompt_hashes) - len(set(prompt_hashes))
-    query_hashes = [h for f in acc.facts for h in f.retrieval_query_hashes]
+    query_hashes = sink.retrieval_query_hashes
     evidence.hashed_queries = len(query_hashes)
     evidence.repeated_queries = len(query_hashes) - len(set(query_hashes))
-    tools: dict[str, list[float]] = {}
-    for facts in acc.facts:
-        for name, durations in facts.tool_durations.items():
-            tools.setdefault(name, []).extend(durations)
-    if tools:
-        name, durations = max(tools.items(), key=lambda item: math.fsum(item[1]))
+    if sink.tool_durations:
+        name, durations = max(sink.tool_durations.items(), key=lambda item: math.fsum(item[1]))
         evidence.slowest_tool = {"name": name, "mean": _mean(durations), "calls": len(durations)}
     if acc.unclaimed and acc.traces:
         ranked = sorted(acc.unclaimed.items(), key=lambda item: item[1], reverse=True)[:3]
@@ -527,7 +526,8 @@ def waterfall(trace: Trace) -> Waterfall:
                 service=span.service,
             )
         )
-        stack.extend((child, depth + 1) for child in reversed(span.children))
+        children = sorted(span.children, key=lambda child: child.start, reverse=True)
+        stack.extend((child, depth + 1) for child in children)
     path = [
         (s.stage, (s.start - root.start) / NANOS, (s.end - root.start) / NANOS)
         for s in critical_path(trace)
@@ -551,13 +551,13 @@ def _samples(durations: list[float], columns: dict[str, list[float]]) -> dict[st
 def _run_metadata(
     acc: _Accumulator, run: str | None, calls: list[ModelCall]
 ) -> dict[str, Any] | None:
-    names = {facts.bench_run for facts in acc.facts if facts.bench_run}
+    names = {facts.bench_run for facts in acc.roots if facts.bench_run}
     if run is None and len(names) != 1:
         return None
     name = run if run is not None else next(iter(names))
-    concurrency = Counter(f.bench_concurrency for f in acc.facts if f.bench_concurrency)
+    concurrency = Counter(f.bench_concurrency for f in acc.roots if f.bench_concurrency)
     question_sets = Counter(
-        f.bench_question_set_hash for f in acc.facts if f.bench_question_set_hash
+        f.bench_question_set_hash for f in acc.roots if f.bench_question_set_hash
     )
     models = Counter(call.model for call in calls)
     starts = [trace.root.start for trace in acc.traces]
@@ -600,7 +600,7 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
         assert summary is not None  # a present stage has values
         share = summary.mean / end_to_end.mean if end_to_end and end_to_end.mean > 0 else 0.0
         stages[stage] = StageSummary(summary, share, sum(1 for v in values if v > 0))
-    calls = [call for facts in acc.facts for call in facts.model_calls]
+    calls = acc.sink.model_calls
     ttfts = [c.time_to_first_token for c in calls if c.time_to_first_token is not None]
     evidence = _evidence(acc)
     tail = _tail(acc.durations, columns, end_to_end.p95) if end_to_end else None
@@ -660,7 +660,3 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
 
 def _figures(stage: str, summary: StageSummary) -> StageFigures:
     return StageFigures(stage, summary.distribution.mean, summary.distribution.p95, summary.share)
-
-
-def python_version() -> str:
-    return platform.python_version()

@@ -8,12 +8,13 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
+import orjson
 
 from llmtrace.analysis.model import NANOS, Trace, TraceSet
 from llmtrace.analysis.otlp import OTLPFormatError, SpanCollector, documents_from_stream
@@ -163,7 +164,7 @@ def read_trace_lines(
 ) -> int:
     """Feed OTLP JSON lines to ``collector``; a bad line becomes a warning, the rest is read."""
     bad = 0
-    loads = json.loads
+    loads = orjson.loads
     add = collector.add_document
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -270,8 +271,8 @@ class JaegerClient:
         return [str(name) for name in services]
 
     def _documents(self, path: str, response: httpx.Response) -> list[Any]:
-        if response.status_code == 404 and "json" in response.headers.get("content-type", ""):
-            return []  # Jaeger answers "not found" when no trace matches
+        if response.status_code == 404 and '"error"' in response.text:
+            return []  # Jaeger answers {"error": {"httpCode": 404, ...}} when no trace matches
         if response.status_code != 200:
             raise SourceError(
                 f"Jaeger at {self.base_url} answered HTTP {response.status_code} to GET {path}: "
@@ -329,8 +330,10 @@ def _find_window(
     """
     page = min(wanted, JAEGER_PAGE)
     documents = client.find(service, start, end, page)
-    found = _trace_ids(documents) - seen
-    if len(found) >= page and end - start > timedelta(milliseconds=2):
+    returned = _trace_ids(documents)
+    # A full answer may have left traces out: count what came back, including traces already
+    # read through a neighbouring window, or a truncated window would pass for a complete one.
+    if len(returned) >= page and end - start > timedelta(milliseconds=2):
         middle = start + (end - start) / 2
         _find_window(client, service, middle, end, wanted, collector, seen)
         remaining = wanted - len(seen)
@@ -339,7 +342,7 @@ def _find_window(
         return
     for document in documents:
         collector.add_document(document)
-    seen.update(found)
+    seen.update(returned)
 
 
 def _load_jaeger(
@@ -380,7 +383,3 @@ def _load_jaeger(
     return TraceSet(
         base_url.rstrip("/"), traces, excluded_open=excluded_open, jaeger_url=base_url.rstrip("/")
     )
-
-
-def iter_lines(handle: BinaryIO) -> Iterator[bytes]:
-    yield from handle

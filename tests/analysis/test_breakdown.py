@@ -222,3 +222,37 @@ def test_critical_path_segments_are_in_time_order_and_contiguous() -> None:
     for before, after in itertools.pairwise(segments):
         assert before.end == after.start
     assert (segments[-1].end - segments[0].start) / NANOS == pytest.approx(0.1)
+
+
+def test_proxy_queue_reported_as_attribute_and_span_counts_once() -> None:
+    tree = Tree()
+    call = tree.add(
+        "chat m", 0, 300, stage="ttft", kind=KIND_CLIENT, **{sc.TIME_TO_FIRST_TOKEN: 0.2}
+    )
+    server = tree.add(
+        "POST /v1/chat",
+        10,
+        290,
+        parent=call,
+        kind=KIND_SERVER,
+        **{sc.SERVER_PROXY_QUEUE_TIME: 0.03, sc.SERVER_TIME_TO_FIRST_TOKEN: 0.18},
+    )
+    tree.add("queue proxy", -20, 10, parent=server, stage="queue", **{sc.QUEUE_NAME: "proxy"})
+    assert stages_ms(tree) == {"network": 20, "queue": 30, "ttft": 150, "generation": 100}
+
+
+def test_llama_cpp_body_timings_on_the_client_span_give_network() -> None:
+    tree = Tree()
+    tree.add(
+        "chat m",
+        0,
+        500,
+        stage="ttft",
+        kind=KIND_CLIENT,
+        **{
+            sc.TIME_TO_FIRST_TOKEN: 0.12,
+            sc.SERVER_PROMPT_TIME: 0.1,
+            sc.SERVER_GENERATION_TIME: 0.37,
+        },
+    )
+    assert stages_ms(tree) == {"network": 20, "ttft": 100, "generation": 380}

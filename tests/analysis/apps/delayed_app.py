@@ -6,6 +6,7 @@ The delays are exported as DELAYS so the test compares the report against them.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -58,11 +59,28 @@ def answer(question: str) -> str:
     return text
 
 
+def _also_export_to(endpoint: str) -> None:
+    """Send the same spans to an OTLP endpoint too, so file and Jaeger hold identical traces."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True))
+    )
+
+
 def main(requests: int) -> None:
-    llmtrace.init(service_name="delayed-app", instrument=False)
+    llmtrace.init(service_name=os.environ.get("OTEL_SERVICE_NAME", "delayed-app"), instrument=False)
+    if os.environ.get("DELAYED_APP_OTLP_ENDPOINT"):
+        _also_export_to(os.environ["DELAYED_APP_OTLP_ENDPOINT"])
     for i in range(requests):
         answer(f"question {i}")
     llmtrace.shutdown()
+    llmtrace.force_flush()
 
 
 if __name__ == "__main__":

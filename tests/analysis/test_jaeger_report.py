@@ -1,0 +1,99 @@
+"""The same traces in the file and in a real Jaeger (through a real Collector) give one report."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.analysis.apps.delayed_app import DELAYS
+from tests.analysis.conftest import REQUESTS, run_delayed_app, run_llmtrace
+
+pytestmark = pytest.mark.integration
+
+
+def _wait_for_traces(jaeger_url: str, service: str, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    params = {
+        "query.service_name": service,
+        "query.start_time_min": "2000-01-01T00:00:00Z",
+        "query.start_time_max": "2100-01-01T00:00:00Z",
+        "query.num_traces": "1000",
+    }
+    found = 0
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{jaeger_url}/api/v3/traces", params=params, timeout=10)
+        if response.status_code == 200:
+            text = response.text
+            found = text.count('"name":"answer"') + text.count('"name": "answer"')
+            if found >= count:
+                time.sleep(1)  # let the last spans of the last traces land too
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"Jaeger holds {found} of {count} traces of {service} after {timeout} s")
+
+
+def test_jaeger_source_gives_the_same_numbers_as_the_file(tracing_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    service = f"delayed-{uuid.uuid4().hex[:8]}"
+    trace_file = tmp_path / "traces.jsonl"
+    run_delayed_app(
+        trace_file,
+        REQUESTS,
+        OTEL_SERVICE_NAME=service,
+        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
+    )
+    _wait_for_traces(tracing_stack.jaeger_url, service, REQUESTS)
+    from_file = json.loads(run_llmtrace("report", str(trace_file), "--format", "json").stdout)
+    from_jaeger = json.loads(
+        run_llmtrace(
+            "report",
+            tracing_stack.jaeger_url,
+            "--service",
+            service,
+            "--lookback",
+            "15m",
+            "--format",
+            "json",
+        ).stdout
+    )
+    assert from_jaeger["traces"] == from_file["traces"] == REQUESTS
+    assert set(from_jaeger["stages"]) == set(from_file["stages"])
+    for stage in DELAYS:
+        for stat in ("mean", "p50", "p95"):
+            assert from_jaeger["stages"][stage][stat] == pytest.approx(
+                from_file["stages"][stage][stat], abs=2e-6
+            ), (stage, stat)
+    assert from_jaeger["bottleneck"]["stage"] == from_file["bottleneck"]["stage"] == "generation"
+    slowest = from_jaeger["slowest"][0]
+    assert slowest["url"] == f"{tracing_stack.jaeger_url}/trace/{slowest['trace_id']}"
+    assert slowest["trace_id"] == from_file["slowest"][0]["trace_id"]
+
+    one = run_llmtrace(
+        "report", tracing_stack.jaeger_url, "--trace-id", slowest["trace_id"], "--format", "json"
+    )
+    assert json.loads(one.stdout)["traces"] == 1
+
+
+def test_jaeger_paging_splits_a_full_window(tracing_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from llmtrace.analysis import sources
+
+    service = f"paged-{uuid.uuid4().hex[:8]}"
+    run_delayed_app(
+        tmp_path / "traces.jsonl",
+        12,
+        OTEL_SERVICE_NAME=service,
+        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
+    )
+    _wait_for_traces(tracing_stack.jaeger_url, service, 12)
+    page = sources.JAEGER_PAGE
+    sources.JAEGER_PAGE = 5  # force several pages for 12 traces
+    try:
+        traceset = sources.load_traces(tracing_stack.jaeger_url, service=service, lookback="15m")
+    finally:
+        sources.JAEGER_PAGE = page
+    assert len(traceset.traces) == 12
+    assert len({t.trace_id for t in traceset.traces}) == 12
