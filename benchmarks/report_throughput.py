@@ -254,6 +254,17 @@ def measure(path: Path, spans: int) -> dict[str, float]:
     return {"seconds": elapsed, "spans_per_second": spans / elapsed, "peak_mib": peak_kib / 1024}
 
 
+def decode_only(path: Path) -> float:
+    """Seconds to decode every line with orjson and nothing else: the floor for any reader."""
+    import orjson
+
+    started = time.perf_counter()
+    with path.open("rb") as handle:
+        for line in handle:
+            orjson.loads(line)
+    return time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", type=int, default=100_000)
@@ -273,6 +284,12 @@ def main() -> int:
     print(
         f"llmtrace report --format json: {spans:,} spans in {result['seconds']:.2f} s = "
         f"{result['spans_per_second']:,.0f} spans/s, peak memory {result['peak_mib']:.0f} MiB"
+    )
+    floor = decode_only(path)
+    print(
+        f"for scale, JSON decoding alone (orjson, no analysis) on this machine: {floor:.2f} s = "
+        f"{spans / floor:,.0f} spans/s; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} CPUs"
     )
     if not args.keep and args.file is None:
         path.unlink()

@@ -122,6 +122,7 @@ class FactSink:
     def add_trace(self, trace: Trace, phases: dict[int, ModelPhases] | None = None) -> None:
         """Add one trace's facts; ``phases`` holds model phases the breakdown already computed."""
         known = phases or {}
+        by_stage = self._by_stage
         stack = [trace.root]
         while stack:
             span = stack.pop()
@@ -133,21 +134,35 @@ class FactSink:
             if is_model_call(span):
                 self.model_calls.append(model_call(span, known.get(id(span))))
                 continue
-            for name, bucket in (
-                (sc.RETRIEVAL_RETURNED, self.retrieval_returned),
-                (sc.GEN_AI_RETRIEVAL_TOP_K, self.retrieval_top_k),
-                (sc.RERANK_INPUT_COUNT, self.rerank_inputs),
-                (sc.EMBEDDING_INPUT_COUNT, self.embedding_inputs),
-                (sc.PROMPT_CHARS, self.prompt_chars),
-            ):
+            stage = attributes.get(sc.STAGE)
+            # Sizes are read from the spans of their own stage (a retrieval span's returned
+            # count, a rerank span's input count); a span without a stage may carry any of them.
+            for name, bucket in by_stage.get(stage, ()) if stage is not None else self._all:
                 value = attributes.get(name)
                 if value is not None:
                     count = _count(value)
                     if count is not None:
                         bucket.append(count)
-            query_hash = attributes.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
-            if query_hash.__class__ is int:
-                self.retrieval_query_hashes.append(query_hash)
-            if attributes.get(sc.STAGE) == "tool":
+            if stage == "retrieval" or stage is None:
+                query_hash = attributes.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
+                if query_hash.__class__ is int:
+                    self.retrieval_query_hashes.append(query_hash)
+            elif stage == "tool":
                 tool = str(attributes.get(sc.GEN_AI_TOOL_NAME) or span.name)
                 self.tool_durations.setdefault(tool, []).append(max(span.duration, 0.0))
+
+    @property
+    def _by_stage(self) -> dict[str, tuple[tuple[str, list[int]], ...]]:
+        return {
+            "retrieval": (
+                (sc.RETRIEVAL_RETURNED, self.retrieval_returned),
+                (sc.GEN_AI_RETRIEVAL_TOP_K, self.retrieval_top_k),
+            ),
+            "rerank": ((sc.RERANK_INPUT_COUNT, self.rerank_inputs),),
+            "embedding": ((sc.EMBEDDING_INPUT_COUNT, self.embedding_inputs),),
+            "prompt": ((sc.PROMPT_CHARS, self.prompt_chars),),
+        }
+
+    @property
+    def _all(self) -> tuple[tuple[str, list[int]], ...]:
+        return tuple(pair for pairs in self._by_stage.values() for pair in pairs)
