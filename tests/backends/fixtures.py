@@ -91,6 +91,8 @@ def _backends(config: pytest.Config) -> Backends:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
     for item in session.items:
         if {"backends", "tracing_stack"} & set(getattr(item, "fixturenames", ())):
             _backends(session.config)
