@@ -61,32 +61,38 @@ class TracingStack:
     log_dir: Path
 
 
-def _build_backends(show_progress: bool) -> Backends:
+class BackendsBuildError(Exception):
+    """scripts/backends.sh failed; its own output already says why."""
+
+
+def _build_backends() -> Backends:
     """Runs scripts/backends.sh (a no-op when the cache is current) and returns the binaries."""
+    # Progress (stderr) goes to the terminal; stdout carries the binaries' paths.
     result = subprocess.run(
-        ["bash", str(BACKENDS_SCRIPT)],
-        stdout=subprocess.PIPE,
-        stderr=None if show_progress else subprocess.PIPE,
-        text=True,
-        check=False,
+        ["bash", str(BACKENDS_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
     )
     if result.returncode != 0:
-        details = "" if show_progress else f"\n{result.stderr[-4000:]}"
-        pytest.fail(f"scripts/backends.sh failed (exit {result.returncode}){details}", False)
+        raise BackendsBuildError(
+            f"scripts/backends.sh failed (exit {result.returncode}); see its output above"
+        )
     paths = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     return Backends(jaeger=Path(paths["jaeger"]), otelcol=Path(paths["otelcol"]))
 
 
-_built: Backends | None = None
+_built: Backends | BackendsBuildError | None = None
 
 
-def _backends(config: pytest.Config) -> Backends:
+def _backends(config: pytest.Config) -> Backends | BackendsBuildError:
+    """Builds once per session; a failed build is remembered, not retried by every test."""
     global _built
     if _built is None:
         capture = config.pluginmanager.getplugin("capturemanager")
         # The first build takes minutes: let its progress reach the terminal.
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            _built = _build_backends(show_progress=True)
+            try:
+                _built = _build_backends()
+            except BackendsBuildError as exc:
+                _built = exc
     return _built
 
 
@@ -102,7 +108,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def backends(pytestconfig: pytest.Config) -> Backends:
     """The collector and Jaeger binaries built by scripts/backends.sh (current with the pins)."""
-    return _backends(pytestconfig)
+    built = _backends(pytestconfig)
+    if isinstance(built, BackendsBuildError):
+        pytest.fail(str(built), pytrace=False)
+    return built
 
 
 def _free_ports(count: int) -> list[int]:
