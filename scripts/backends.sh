@@ -37,7 +37,10 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-mkdir -p "$bin_dir" "$cache_dir/logs"
+if ! mkdir -p "$bin_dir" "$cache_dir/logs" 2>/dev/null; then
+  say "cannot create the cache directory $cache_dir; set LLMTRACE_CACHE to a writable directory."
+  exit 1
+fi
 
 # Two test runs starting at once must not build into the same directory.
 exec 9>"$cache_dir/.lock"
