@@ -22,7 +22,11 @@ from llmtrace.bench.targets import (
     load_callable,
     parse_headers,
 )
-from llmtrace.bench.tracing import DEFAULT_SERVICE_NAME, ensure_tracing
+from llmtrace.bench.tracing import (
+    DEFAULT_SERVICE_NAME,
+    ensure_tracing,
+    loaded_library_instrumentations,
+)
 from llmtrace.errors import CommandError
 
 HELP = "replay a question set against your app at fixed concurrency and report per-stage latency"
@@ -180,10 +184,12 @@ def run(args: argparse.Namespace) -> int:
     traces_file = Path(args.traces or os.environ.get("LLMTRACE_FILE_PATH") or DEFAULT_TRACES)
     otlp = args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     baseline = reporting.load_saved_report(args.baseline, args.runs_dir) if args.baseline else None
-    ensure_tracing(
-        service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME, otlp_endpoint=otlp
-    )
     target = build_target(args)
+    ensure_tracing(
+        service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
+        otlp_endpoint=otlp,
+        instrument=loaded_library_instrumentations(),
+    )
 
     console.print(
         f"[bold]llmtrace bench[/] {plan.name}: {len(questions)} questions x {plan.repeat} "

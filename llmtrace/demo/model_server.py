@@ -155,6 +155,19 @@ class LlamaServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def crash_hint(self) -> str:
+        """Why the server died, when it did (empty while it runs)."""
+        if self._process is None or self._process.returncode is None:
+            return ""
+        code = self._process.returncode
+        if code == -signal.SIGILL:
+            return (
+                "the model server died of an illegal instruction: llama-cpp-python was built "
+                "for CPU features this machine does not grant (AMX); rebuild it with "
+                "scripts/setup.sh"
+            )
+        return f"the model server exited with status {code}{self._log_hint()}"
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None

@@ -106,13 +106,17 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoOutcom
             f"   model server {server.base_url} ready, handbook indexed "
             f"({time.monotonic() - started:.1f}s)"
         )
-        return asyncio.run(_measure_change_measure(service, questions, options, console))
+        return asyncio.run(_measure_change_measure(service, server, questions, options, console))
     finally:
         server.stop()
 
 
 async def _measure_change_measure(
-    service: RagService, questions: QuestionSet, options: DemoOptions, console: Console
+    service: RagService,
+    server: LlamaServer,
+    questions: QuestionSet,
+    options: DemoOptions,
+    console: Console,
 ) -> DemoOutcome:
     try:
         settings = service.settings
@@ -121,7 +125,7 @@ async def _measure_change_measure(
             f"top_k={settings.top_k}, max_tokens={settings.max_tokens}"
         )
         baseline, baseline_result, traceset = await _bench(
-            service, questions, BASELINE_RUN, options, console
+            service, server, questions, BASELINE_RUN, options, console
         )
         html_path = await asyncio.to_thread(write_html, baseline, options.html_path, traceset)
         console.print(f"HTML report: [bold]{Path(html_path).resolve()}[/]")
@@ -131,7 +135,7 @@ async def _measure_change_measure(
             f"3. the report says {change.stage} ({change.share:.0%} of the time): {change.description}"
         )
         service.settings = change.settings
-        optimised, _, _ = await _bench(service, questions, OPTIMISED_RUN, options, console)
+        optimised, _, _ = await _bench(service, server, questions, OPTIMISED_RUN, options, console)
 
         console.rule("4. before / after (same questions, same concurrency)")
         print_comparison(compare(baseline, optimised), console=console)
@@ -152,6 +156,7 @@ async def _measure_change_measure(
 
 async def _bench(
     service: RagService,
+    server: LlamaServer,
     questions: QuestionSet,
     name: str,
     options: DemoOptions,
@@ -165,9 +170,10 @@ async def _bench(
     if result.interrupted:
         raise KeyboardInterrupt
     if result.requests == 0 or result.errors + result.timeouts == result.requests:
+        last_error = result.outcomes[-1].error if result.outcomes else "no request ran"
         raise CommandError(
-            f"every request of {name} failed: see {options.server_log} "
-            f"({result.outcomes[-1].error if result.outcomes else 'no request ran'})"
+            server.crash_hint()
+            or f"every request of {name} failed ({last_error}): see {options.server_log}"
         )
     report, traceset = await asyncio.to_thread(build_run_report, options.traces_file, result)
     document = report_document(report, result, model=MODEL_NAME)
