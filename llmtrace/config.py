@@ -376,6 +376,8 @@ def init(
                 provider.add_span_processor(processor)
                 _processor = processor
 
+        if add_exporter and _resolved_exporter(s) == "otlp":
+            _install_metrics(s)
         _settings = s
         _initialized = True
         drop_all = provider is _owned_provider and drops_everything(s)
@@ -389,6 +391,43 @@ def init(
         from llmtrace.instrumentation.registry import instrument as instrument_libraries
 
         instrument_libraries(None if s.instrument is True else list(s.instrument))
+
+
+def _install_metrics(s: Settings) -> None:
+    """The GenAI client metrics go to the same OTLP endpoint as the spans, unless the application
+    already has a MeterProvider or ``OTEL_METRICS_EXPORTER=none``."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    if (_env("OTEL_METRICS_EXPORTER") or "otlp").lower() == "none":
+        return
+    if isinstance(metrics.get_meter_provider(), MeterProvider):
+        return
+    headers = dict(s.headers) or None
+    exporter: Any
+    if s.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        insecure = None if s.endpoint is None else not s.endpoint.startswith("https://")
+        exporter = GrpcMetricExporter(endpoint=s.endpoint, headers=headers, insecure=insecure)
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter as HttpMetricExporter,
+        )
+
+        endpoint = s.endpoint
+        if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/metrics"):
+            endpoint = endpoint.rstrip("/").removesuffix("/v1/traces") + "/v1/metrics"
+        exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
+    metrics.set_meter_provider(
+        MeterProvider(
+            resource=Resource.create({"service.name": s.service_name}),
+            metric_readers=[PeriodicExportingMetricReader(exporter)],
+        )
+    )
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:

@@ -42,6 +42,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
+from llmtrace.metrics import record_model_call
 
 logger = logging.getLogger(__name__)
 
@@ -178,10 +179,7 @@ class StreamRecorder:
         except Exception:
             log_once(logger, "stream end recording failed")
         finally:
-            try:
-                span.end()
-            except Exception:
-                log_once(logger, "span end failed")
+            end_model_span(span, self.started_at)
 
     def end_from_exception(self, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
@@ -190,6 +188,20 @@ class StreamRecorder:
             self.end("closed")
         else:
             self.end("error", exc)
+
+
+def end_model_span(span: Span, started_at: float) -> None:
+    """End a model-call span, recording the GenAI client metrics from its attributes first."""
+    try:
+        if span.is_recording():
+            attributes = getattr(span, "attributes", None)
+            if attributes is not None:
+                record_model_call(attributes, time.monotonic() - started_at)
+    finally:
+        try:
+            span.end()
+        except Exception:
+            log_once(logger, "span end failed")
 
 
 def _abandon(recorder: StreamRecorder) -> None:

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -33,6 +35,8 @@ _exporter = InMemorySpanExporter()
 _provider = TracerProvider()
 _provider.add_span_processor(SimpleSpanProcessor(_exporter))
 trace.set_tracer_provider(_provider)
+_metric_reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[_metric_reader]))
 # Tests must not write to the user's working directory.
 os.environ.setdefault("LLMTRACE_FILE_PATH", str(REPO / ".llmtrace" / "test-traces.jsonl"))
 
@@ -43,6 +47,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
     _exporter.clear()
     yield _exporter
     _exporter.clear()
+
+
+@pytest.fixture
+def metric_reader() -> InMemoryMetricReader:
+    """The session's in-memory metric reader (cumulative: compare before and after)."""
+    return _metric_reader
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ from llmtrace.streaming import (
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
+    end_model_span,
     record_error,
 )
 
@@ -96,7 +97,7 @@ def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     except Exception:
         log_once(logger, "model response recording failed")
     finally:
-        span.end()
+        end_model_span(span, call.started_at)
 
 
 def _is_raw_response(result: Any) -> bool:
@@ -201,7 +202,7 @@ class TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc,type-arg,unused
         if self._self_take():
             span = self._self_call.span
             span.set_attribute(semconv.STREAM_END, "closed")
-            span.end()
+            end_model_span(span, self._self_call.started_at)
 
 
 def _end_once(span: Span, done: list[bool]) -> None:
@@ -282,4 +283,4 @@ def _fail(call: ModelCall, exc: BaseException) -> None:
     except Exception:
         log_once(logger, "model call error recording failed")
     finally:
-        span.end()
+        end_model_span(span, call.started_at)

@@ -237,3 +237,18 @@ def test_collector_exposes_latency_histogram_per_stage(
     }
     # Milliseconds up to minutes: a cache hit and a long generation fall in different buckets.
     assert {"5", "1000", "300000", "+Inf"} <= buckets
+
+    # The app's own GenAI client metrics arrive over OTLP too (exported when the app exits).
+    genai = ""
+    while time.monotonic() < deadline:
+        text = httpx.get(tracing_stack.prometheus_url, timeout=5).text
+        genai = "\n".join(
+            line
+            for line in text.splitlines()
+            if line.startswith("gen_ai_client_operation_duration_seconds_count{")
+            and f'job="{service}"' in line
+        )
+        if genai:
+            break
+        time.sleep(0.5)
+    assert 'gen_ai_operation_name="chat"' in genai, text[-3000:]
