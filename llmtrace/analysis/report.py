@@ -25,7 +25,7 @@ from llmtrace.analysis.breakdown import (
     is_model_call,
 )
 from llmtrace.analysis.evidence import FactSink, ModelCall, RootFacts, root_facts
-from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet
+from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.stats import Distribution, distribution, histogram
 
 SCHEMA = "llmtrace.report/1"
@@ -591,7 +591,8 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
     ``run`` keeps only the traces of one benchmark run (spans with ``llmtrace.bench.run``).
     Warm-up requests of a benchmark (``llmtrace.bench.warmup``) are left out and counted.
     """
-    acc = _collect(traceset, run)
+    with cyclic_gc_paused():
+        acc = _collect(traceset, run)
     columns = _stage_columns(acc.stage_rows)
     end_to_end = distribution(acc.durations)
     stages: dict[str, StageSummary] = {}

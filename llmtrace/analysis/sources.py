@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import httpx
 import orjson
 
-from llmtrace.analysis.model import NANOS, Trace, TraceSet
+from llmtrace.analysis.model import NANOS, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.otlp import OTLPFormatError, SpanCollector, documents_from_stream
 from llmtrace.errors import SourceError
 
@@ -100,10 +100,11 @@ def load_traces(
         trace_id = trace_id.strip().lower()
     if limit is not None and limit <= 0:
         raise SourceError(f"invalid limit {limit}: use a positive number of traces")
-    if is_jaeger_url(source):
-        traceset = _load_jaeger(source, service, since_time, until_time, limit, trace_id)
-    else:
-        traceset = _load_files(Path(source))
+    with cyclic_gc_paused():
+        if is_jaeger_url(source):
+            traceset = _load_jaeger(source, service, since_time, until_time, limit, trace_id)
+        else:
+            traceset = _load_files(Path(source))
     traceset.service = service
     traceset.traces = _filter(traceset.traces, service, since_time, until_time, limit, trace_id)
     return traceset
