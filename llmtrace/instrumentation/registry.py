@@ -8,13 +8,16 @@ point, so ``opentelemetry-instrument python app.py`` instruments everything avai
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
+import sys
 import threading
 from collections.abc import Collection
 from typing import Any
 
+import wrapt
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
@@ -38,8 +41,12 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-_lock = threading.Lock()
+# Re-entrant: instrumenting one library imports it, and that import may fire the post-import
+# hook of another library llmtrace is waiting for (openai imports httpx2).
+_lock = threading.RLock()
 _active: dict[str, Any] = {}
+_deferred: set[str] = set()
+_hooked: set[str] = set()
 
 
 def available_names() -> list[str]:
@@ -61,7 +68,15 @@ def _load(name: str) -> Any | None:
 
 
 def instrument(names: list[str] | None = None) -> list[str]:
-    """Instrument the named libraries (all known ones when None); returns those now instrumented."""
+    """Instrument the named libraries now; returns those instrumented.
+
+    Without names (``init()``'s default, and ``opentelemetry-instrument``): every known library
+    that is installed, but a library the application has not imported yet is instrumented when
+    it is imported (a post-import hook), not imported here. Importing every installed library
+    up front would cost seconds of start-up (chromadb alone) and memory for libraries the
+    application never uses.
+    """
+    deferring = names is None
     wanted = available_names() if names is None else list(names)
     with _lock:
         for name in wanted:
@@ -69,6 +84,10 @@ def instrument(names: list[str] | None = None) -> list[str]:
                 logger.debug("llmtrace: no instrumentation named %r", name)
                 continue
             if name in _active:
+                continue
+            library = INSTRUMENTATIONS[name][2]
+            if deferring and library not in sys.modules:
+                _defer(name, library)
                 continue
             instrumentor = _load(name)
             if instrumentor is None:
@@ -82,9 +101,31 @@ def instrument(names: list[str] | None = None) -> list[str]:
         return [name for name in wanted if name in _active]
 
 
-def uninstrument() -> None:
-    """Undo ``instrument()``: every original method is restored."""
+def _defer(name: str, library: str) -> None:
+    if name in _deferred or importlib.util.find_spec(library) is None:
+        return
+    _deferred.add(name)
+    if name not in _hooked:
+        # A registered hook cannot be removed; uninstrument() empties _deferred instead.
+        _hooked.add(name)
+        wrapt.register_post_import_hook(functools.partial(_on_import, name), library)
+
+
+def _on_import(name: str, module: Any) -> None:
     with _lock:
+        if name not in _deferred:
+            return
+        _deferred.discard(name)
+    try:
+        instrument([name])
+    except Exception:
+        logger.warning("llmtrace: %s instrumentation on import failed", name, exc_info=True)
+
+
+def uninstrument() -> None:
+    """Undo ``instrument()``: every original method is restored, pending ones are cancelled."""
+    with _lock:
+        _deferred.clear()
         for name, instrumentor in list(_active.items()):
             try:
                 instrumentor.uninstrument()

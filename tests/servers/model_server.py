@@ -72,6 +72,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     arrived_at: float
+    # When the first token left the server: the scheduling overshoot of its sleep is visible.
+    first_token_sent_at: float | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -283,6 +285,8 @@ class ModelServer:
             if b.fail_after_chunks is not None and index >= b.fail_after_chunks:
                 raise _Abort()
             await _sleep_until(deadline)
+            if index == 0:
+                request.first_token_sent_at = time.monotonic()
             await send(index, token)
             deadline = max(deadline, time.monotonic()) + b.token_delay
 
