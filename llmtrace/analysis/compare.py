@@ -2,7 +2,9 @@
 
 A delta counts only when its 95% interval excludes zero *and* it is large enough to matter
 (at least 1 ms and 5% of the baseline value): with thousands of traces a 0.1 ms shift can be
-"significant" and still mean nothing to anyone.
+"significant" and still mean nothing to anyone. A tail percentile also needs enough traces
+beyond it in both runs (at least 5: P90 needs 50 traces, P95 100): a bootstrap of a P95 read
+from the top one or two values of 20 traces is far too confident.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from llmtrace.analysis.stats import Interval, bootstrap_difference, percentile_s
 COMPARED = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95))
 MIN_EFFECT_SECONDS = 0.001
 MIN_EFFECT_SHARE = 0.05
+MIN_TRACES_BEYOND = 5
 END_TO_END = "end_to_end"
 
 
@@ -28,12 +31,15 @@ class Delta:
     baseline: float
     candidate: float
     interval: Interval
+    enough_traces: bool = True
 
     @property
     def change(self) -> float:
         return self.candidate - self.baseline
 
     def significant(self) -> bool:
+        if not self.enough_traces:
+            return False
         threshold = max(MIN_EFFECT_SECONDS, MIN_EFFECT_SHARE * abs(self.baseline))
         return self.interval.excludes_zero() and abs(self.change) >= threshold
 
@@ -77,6 +83,7 @@ class Comparison:
                             "ci_low": delta.interval.low,
                             "ci_high": delta.interval.high,
                             "significant": delta.significant(),
+                            "enough_traces": delta.enough_traces,
                         }
                         for delta in item.deltas
                     },
@@ -141,13 +148,15 @@ def compare(baseline: Report, candidate: Report, *, resamples: int = 400) -> Com
     cand_series = [_series(candidate, name) for name in names]
     statistics = [(lambda values, q=q: percentile_sorted(values, q)) for _, q in COMPARED]
     intervals = bootstrap_difference(base_series, cand_series, statistics, resamples=resamples)
+    smaller_run = min(len(base_series[0]), len(cand_series[0]))
     series = []
     for k, name in enumerate(names):
         deltas = []
-        for s, (label, _) in enumerate(COMPARED):
+        for s, (label, q) in enumerate(COMPARED):
             before = _reported(baseline, name, label)
             after = _reported(candidate, name, label)
-            deltas.append(Delta(label, before, after, intervals[k][s]))
+            enough = smaller_run * (1 - q) >= MIN_TRACES_BEYOND
+            deltas.append(Delta(label, before, after, intervals[k][s], enough))
         series.append(SeriesComparison(name, deltas, _verdict(deltas)))
     return Comparison(baseline, candidate, series, run_warnings(baseline, candidate))
 

@@ -191,8 +191,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         table.add_row(name, *cells, Text(item.verdict, style=_VERDICT_STYLE.get(item.verdict, "")))
     console.print(table)
     console.print(
-        "[dim]Bold deltas are significant: the 95% bootstrap interval excludes zero and the "
-        "change is at least 1 ms and 5% of the baseline.[/]"
+        "[dim]Bold deltas are significant: the 95% bootstrap interval excludes zero, the "
+        "change is at least 1 ms and 5% of the baseline, and each run has 5 traces beyond the "
+        "percentile (P90: 50 traces, P95: 100).[/]"
     )
     detail = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="P50 and P95 with 95% intervals")
     detail.add_column("stage", style="bold")

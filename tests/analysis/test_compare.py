@@ -25,3 +25,13 @@ def test_runs_that_differ_in_concurrency_are_flagged() -> None:
     )
     warnings = compare(before, after, resamples=50).warnings
     assert any("concurrency: 1 vs 8" in w for w in warnings)
+
+
+def test_tail_percentiles_of_few_traces_never_decide_a_verdict() -> None:
+    # 20 traces each: only the median can be judged; a tail-only shift is no significant change
+    before = build_report(traceset([rag_trace() for _ in range(20)]))
+    after = build_report(traceset([rag_trace() for _ in range(19)] + [rag_trace(ttft_ms=400)]))
+    result = compare(before, after, resamples=100)
+    end_to_end = result.series[0]
+    assert [d.enough_traces for d in end_to_end.deltas] == [True, False, False]
+    assert end_to_end.verdict == "no significant change"
