@@ -101,6 +101,10 @@ def is_model_call(span: Span) -> bool:
     stage = attributes.get(sc.STAGE)
     if stage is not None:
         return bool(stage == sc.LLM_STAGE)
+    return _is_unstaged_model_call(attributes)
+
+
+def _is_unstaged_model_call(attributes: dict[str, Any]) -> bool:
     return attributes.get(sc.GEN_AI_OPERATION_NAME) in _MODEL_OPERATIONS and (
         sc.TIME_TO_FIRST_TOKEN in attributes or sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attributes
     )
@@ -260,31 +264,41 @@ def _walk_critical_path(
     out: list[Segment],
     phases_seen: dict[int, ModelPhases] | None,
 ) -> None:
-    stage = declared_stage(span) or inherited
-    if is_model_call(span):
+    attributes = span.attributes
+    declared = attributes.get(sc.STAGE)
+    if declared is None:
+        stage = inherited
+        if _is_unstaged_model_call(attributes):
+            _emit_model_call(span, low, high, out, phases_seen)
+            return
+    elif declared == sc.LLM_STAGE:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
         _emit_model_call(span, low, high, out, phases_seen)
         return
-    cursor = high
+    else:
+        stage = declared if declared in _STAGES else _ROOT_STAGE
     children = span.children
-    if children:
-        ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
-        for child in ordered:
-            if child.start >= cursor:
-                continue  # entirely after the stretch already explained: concurrent work
-            child_end = min(child.end, cursor)
-            if child_end <= low:
-                break
-            child_start = max(child.start, low)
-            if child_end <= child_start:
-                continue
-            if child_end < cursor:
-                out.append(Segment(stage, child_end, cursor, span.name))
-            _walk_critical_path(child, child_start, child_end, stage, out, phases_seen)
-            cursor = child_start
-            if cursor <= low:
-                break
+    if not children:
+        out.append(Segment(stage, low, high, span.name))
+        return
+    cursor = high
+    ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
+    for child in ordered:
+        if child.start >= cursor:
+            continue  # entirely after the stretch already explained: concurrent work
+        child_end = min(child.end, cursor)
+        if child_end <= low:
+            break
+        child_start = max(child.start, low)
+        if child_end <= child_start:
+            continue
+        if child_end < cursor:
+            out.append(Segment(stage, child_end, cursor, span.name))
+        _walk_critical_path(child, child_start, child_end, stage, out, phases_seen)
+        cursor = child_start
+        if cursor <= low:
+            break
     if cursor > low:
         out.append(Segment(stage, low, cursor, span.name))
 
