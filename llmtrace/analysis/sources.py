@@ -144,6 +144,13 @@ def trace_files(path: Path) -> list[Path]:
     return sorted(files, key=_rotation_order)
 
 
+def rotated_family(path: Path) -> list[Path]:
+    """A trace file and the files its exporter rotated away (``FILE.1``, ``FILE.2.gz``, ...)."""
+    pattern = re.compile(re.escape(path.name) + r"\.\d+(\.gz)?$")
+    rotated = [p for p in path.parent.iterdir() if p.is_file() and pattern.match(p.name)]
+    return [*sorted(rotated, key=_rotation_order), path]
+
+
 def _rotation_order(path: Path) -> tuple[str, int]:
     # traces.jsonl.3 is older than traces.jsonl.1, which is older than traces.jsonl
     match = re.search(r"\.(\d+)(\.gz)?$", path.name)
@@ -213,7 +220,7 @@ def _load_files(path: Path) -> TraceSet:
             f"no traces at {path}: run an application with llmtrace.init() first, or pass a "
             "trace file, a directory of trace files or a Jaeger URL (http://host:16686)"
         )
-    files = trace_files(path) if path.is_dir() else [path]
+    files = trace_files(path) if path.is_dir() else rotated_family(path)
     if not files:
         raise SourceError(f"no trace files (*.jsonl, *.jsonl.N, *.json, *.gz) in {path}")
     collector = SpanCollector()

@@ -153,3 +153,11 @@ def test_invalid_lookback_is_a_clear_error(tmp_path: Path) -> None:
     path = str(write(tmp_path / "t.jsonl", [request_line(simple_trace(0))]))
     with pytest.raises(SourceError, match="invalid duration"):
         load_traces(path, lookback="fortnight")
+
+
+def test_a_trace_file_includes_its_rotated_files(tmp_path: Path) -> None:
+    write(tmp_path / "traces.jsonl", [request_line(simple_trace(0))])
+    write(tmp_path / "traces.jsonl.1", [request_line(simple_trace(1))])
+    write(tmp_path / "other.jsonl", [request_line(simple_trace(2))])
+    traces = load_traces(str(tmp_path / "traces.jsonl")).traces
+    assert sorted(t.trace_id for t in traces) == [f"{1:032x}", f"{2:032x}"]
