@@ -47,8 +47,8 @@ def test_span_without_stage_inherits_and_nested_stages_claim_their_time() -> Non
     tree = Tree()
     root = tree.add("answer", 0, 100)  # no stage on the root: other
     pipeline = tree.add("rag", 0, 80, parent=root, stage="retrieval")
-    helper = tree.add("helper", 10, 50, parent=pipeline)  # inherits retrieval
-    tree.add("embed", 20, 30, parent=helper, stage="embedding")
+    step = tree.add("load step", 10, 50, parent=pipeline)  # inherits retrieval
+    tree.add("embed", 20, 30, parent=step, stage="embedding")
     tree.add("tool", 60, 70, parent=pipeline, stage="tool")
     assert stages_ms(tree) == {"retrieval": 60, "embedding": 10, "tool": 10, "other": 20}
 
