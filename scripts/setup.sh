@@ -59,7 +59,8 @@ if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     "${PIP[@]}" wheel --no-cache-dir --no-deps -v -w "$LLAMA_WHEEL_DIR" \
     "llama-cpp-python==$LLAMA_CPP_VERSION" 2>&1 \
-    | grep --line-buffered -E '^\s*\[ *[0-9]+(%|/[0-9]+)\]|Building|Successfully|ERROR|error:' || true
+    | grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\]|Successfully|ERROR|error:' \
+    | sed -u -E 's#^\s*(\[ *[0-9]+/[0-9]+\]).* -c \S*/([^/ ]+)$#  \1 \2#' || true
   ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1 || { log "llama-cpp-python build failed"; exit 1; }
 else
   log "llama-cpp-python $LLAMA_CPP_VERSION: using cached wheel"
