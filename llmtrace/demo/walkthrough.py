@@ -37,7 +37,7 @@ DEFAULT_JAEGER_URL = "http://localhost:16686"
 
 @dataclass(frozen=True)
 class DemoOptions:
-    questions: int = 6
+    questions: int = 10
     concurrency: int = 1
     warmup: int = 1
     output_dir: Path = Path(".llmtrace")
