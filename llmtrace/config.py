@@ -94,9 +94,28 @@ _atexit_registered = False
 drop_all = False
 
 
+_from_env_cache: Settings | None = None
+
+
 def settings() -> Settings:
-    """The active settings (defaults plus environment before ``init()``)."""
-    return _settings if _initialized else _from_environment(Settings())
+    """The active settings: ``init()``'s, or before it the defaults plus the environment.
+
+    Instrumentations ask for this on every model call, so the environment is read once (like
+    the OpenTelemetry SDK, which reads it when it is configured); ``reload()`` reads it again.
+    """
+    global _from_env_cache
+    if _initialized:
+        return _settings
+    cached = _from_env_cache
+    if cached is None:
+        cached = _from_env_cache = _from_environment(Settings())
+    return cached
+
+
+def reload() -> None:
+    """Read the environment again (for settings used without ``init()``)."""
+    global _from_env_cache
+    _from_env_cache = None
 
 
 def capture_content_enabled() -> bool:

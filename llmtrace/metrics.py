@@ -156,9 +156,17 @@ def _get() -> _Instruments:
     return _instruments
 
 
+def _no_meter_provider() -> bool:
+    # Until an application (or init()) sets a MeterProvider, recording would go to the API's
+    # no-op proxy: skip the work of building the points at all.
+    return type(metrics.get_meter_provider()).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
+
+
 def record_model_call(attributes: Mapping[str, Any], duration: float) -> None:
     """Record one finished model call from its span attributes. Never raises."""
     try:
+        if _no_meter_provider():
+            return
         instruments = _get()
         labels = {k: attributes[k] for k in _METRIC_ATTRIBUTES if k in attributes}
         instruments.duration.record(duration, labels)

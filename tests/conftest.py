@@ -41,6 +41,17 @@ metrics.set_meter_provider(MeterProvider(metric_readers=[_metric_reader]))
 os.environ.setdefault("LLMTRACE_FILE_PATH", str(REPO / ".llmtrace" / "test-traces.jsonl"))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_environment_settings() -> Iterator[None]:
+    """Settings read from the environment are cached; a test that changes it calls
+    ``config.reload()``, and no test sees another test's environment."""
+    from llmtrace import config
+
+    config.reload()
+    yield
+    config.reload()
+
+
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """The finished spans of this test (the session's in-memory exporter, cleared per test)."""

@@ -13,6 +13,7 @@ the Anthropic SDK's own tracing reads it to stay quiet.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import time
@@ -111,7 +112,10 @@ class Patches:
         return len(self._originals)
 
 
+@functools.cache
 def get_tracer() -> Tracer:
+    # Once per process: the global provider can be set only once, and a tracer taken before it
+    # is set is a proxy that follows it.
     from llmtrace import __version__
 
     return trace.get_tracer(semconv.SCOPE_NAME, __version__)

@@ -17,6 +17,7 @@ What comes back decides when the span ends:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -48,10 +49,34 @@ from llmtrace.streaming import (
 logger = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=1024)
+def _class_has(cls: type, name: str) -> bool:
+    # A miss on a pydantic model class goes through its metaclass's __getattr__: remember it.
+    return hasattr(cls, name)
+
+
 def field_of(obj: Any, name: str) -> Any:
-    """``obj.name`` for SDK models, ``obj[name]`` for decoded JSON; None when absent."""
+    """``obj.name`` for SDK models, ``obj[name]`` for decoded JSON; None when absent.
+
+    On the per-call path: the SDKs' pydantic models are read from their field and extra
+    dictionaries, because ``getattr(model, missing, None)`` goes through pydantic's
+    ``__getattr__`` and a raised AttributeError, several microseconds each (a chat completion
+    has no ``data``, no ``timings``, ...).
+    """
     if obj is None:
         return None
+    cls = obj.__class__
+    if cls is dict:
+        return obj.get(name)
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if fields is not None:
+        if name in fields:
+            return obj.__dict__.get(name)
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if extra and name in extra:
+            return extra[name]
+        # Not a field: a property (Response.output_text) is still read; anything else is absent.
+        return getattr(obj, name, None) if _class_has(cls, name) else None
     if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)

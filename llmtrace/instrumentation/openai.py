@@ -14,8 +14,10 @@ the caller, who sees exactly the chunks they would have seen.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -27,7 +29,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace.instrumentation._base import Patches, bounded_content, capture_settings
 from llmtrace.instrumentation._sdk import Plan, SDKTypes, field_of, make_request_wrappers
-from llmtrace.instrumentation.provider import provider_name
+from llmtrace.instrumentation.provider import ENV_PROVIDER_NAME, provider_name
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,10 @@ _REQUEST_PARAMETERS: dict[str, str] = {
 }
 
 
+# Exact classes: bool is an int subclass and is not a sampling parameter value.
+_NUMBERS = (int, float)
+
+
 def _operation_of(url: str) -> tuple[str, str, str] | None:
     path = url.split("?", 1)[0].rstrip("/")
     for suffix, (operation, stage) in _OPERATIONS.items():
@@ -67,7 +73,7 @@ def _request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     for name, attribute in _REQUEST_PARAMETERS.items():
         value = body.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if value is not None and value.__class__ in _NUMBERS:
             attributes[attribute] = value
     stop = body.get("stop")
     if isinstance(stop, str):
@@ -339,6 +345,18 @@ def _input_messages(body: Mapping[str, Any]) -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _endpoint_attributes(base_url: Any, configured_provider: str | None) -> dict[str, Any]:
+    """Provider and server of a client's base URL: the same for every call of that client
+    (and the same LLMTRACE_PROVIDER_NAME). Callers copy the result; the cached dict never changes."""
+    port = base_url.port or (443 if base_url.scheme == "https" else 80)
+    return {
+        semconv.GEN_AI_PROVIDER_NAME: provider_name(base_url.host, port, base_url.path),
+        semconv.SERVER_ADDRESS: base_url.host,
+        semconv.SERVER_PORT: port,
+    }
+
+
 def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
     """Decide whether ``client.request(cast_to, options, ...)`` is a model call, and how to trace it."""
     options = args[1] if len(args) > 1 else kwargs.get("options")
@@ -353,14 +371,10 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         body = {}
     model = body.get("model")
     stream = bool(kwargs.get("stream")) or body.get("stream") is True
-    base_url = instance.base_url
-    port = base_url.port or (443 if base_url.scheme == "https" else 80)
     attributes: dict[str, Any] = {
         semconv.STAGE: stage,
         semconv.GEN_AI_OPERATION_NAME: operation,
-        semconv.GEN_AI_PROVIDER_NAME: provider_name(base_url.host, port, base_url.path),
-        semconv.SERVER_ADDRESS: base_url.host,
-        semconv.SERVER_PORT: port,
+        **_endpoint_attributes(instance.base_url, os.environ.get(ENV_PROVIDER_NAME)),
         semconv.GEN_AI_REQUEST_STREAM: stream,
     }
     if isinstance(model, str):
