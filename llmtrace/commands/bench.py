@@ -29,7 +29,7 @@ from llmtrace.bench.tracing import (
 )
 from llmtrace.errors import CommandError
 
-HELP = "replay a question set against your app at fixed concurrency and report per-stage latency"
+HELP = "Replay a question set against your app at a fixed concurrency and report per-stage latency."
 DEFAULT_TRACES = ".llmtrace/traces.jsonl"
 EXIT_INTERRUPTED = 130
 

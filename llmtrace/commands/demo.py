@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-HELP = "run a traced RAG service on a real local model: report, apply the suggested fix, compare"
+HELP = "Run a traced RAG service on a real local model: report, apply the suggested fix, compare."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
