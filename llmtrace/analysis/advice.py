@@ -98,10 +98,22 @@ def _advise_ttft(figures: StageFigures, evidence: Evidence) -> list[str]:
             "time to first token: stream responses so users see output sooner."
         )
     if not advice:
+        # Say what is known about the prompt behind it, and no more: a server that reports no
+        # usage (llama.cpp streams) leaves the context size unknown, not small.
+        if evidence.input_tokens_mean is None:
+            basis = "input token counts were not reported, so the prompt size is unknown"
+        else:
+            basis = f"prompts averaged {format_count(evidence.input_tokens_mean)} input tokens"
+        if evidence.retrieval_returned_mean is not None:
+            basis += (
+                f"; retrieval returned {format_count(evidence.retrieval_returned_mean)} "
+                "documents on average"
+            )
         advice.append(
             f"Time to first token took {format_seconds(figures.mean)} per request on average "
-            f"(P95 {format_seconds(figures.p95)}) with no large context or queue behind it: try "
-            "a smaller or faster model, or prefix caching for the shared prompt."
+            f"(P95 {format_seconds(figures.p95)}) and {basis}: fewer or shorter passages cut "
+            "prompt processing; otherwise try a smaller or faster model, or prefix caching for "
+            "the shared prompt."
         )
     return advice
 

@@ -144,3 +144,15 @@ def test_orphans_are_counted() -> None:
     tree.add("late", 500, 600, parent="00000000deadbeef", stage="tool")
     report = build_report(traceset([tree]))
     assert report.traces == 2 and report.orphans == 1
+
+
+def test_ttft_advice_without_reported_usage_says_the_prompt_size_is_unknown() -> None:
+    from llmtrace.analysis.advice import Evidence, StageFigures, advise_stage
+
+    figures = StageFigures(stage="ttft", mean=3.8, p95=4.8, share=0.54)
+    unknown = " ".join(advise_stage(figures, Evidence(model_calls=10, retrieval_returned_mean=8)))
+    assert "input token counts were not reported" in unknown
+    assert "8 documents" in unknown
+    known = " ".join(advise_stage(figures, Evidence(model_calls=10, input_tokens_mean=250)))
+    assert "prompts averaged 250 input tokens" in known
+    assert "not reported" not in known
