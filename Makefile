@@ -25,7 +25,7 @@ format:
 
 benchmarks:  ## print the overhead and throughput figures
 	.venv/bin/python benchmarks/overhead_core.py
-	.venv/bin/python benchmarks/overhead_clients.py
+	.venv/bin/python benchmarks/overhead_clients.py --instructions
 	.venv/bin/python benchmarks/report_throughput.py
 
 clean:

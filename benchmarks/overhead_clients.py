@@ -92,26 +92,7 @@ def _in_process_call_overhead(tracer: trace.Tracer, rounds: int) -> None:
     the server thread add hundreds of microseconds of jitter per call on a shared 2-core machine;
     without them the added CPU cost per call is visible to the microsecond. (The transport is a
     stand-in only here, where the quantity measured is the client-side cost.)"""
-    import httpx2
-    import openai
-
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-    }
-    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=body))
-    client = openai.OpenAI(
-        base_url="http://127.0.0.1:9/v1",
-        api_key="k",
-        max_retries=0,
-        http_client=httpx2.Client(transport=transport),
-    )
+    client = _mock_client()
 
     def plain_call() -> Any:
         return client.chat.completions.create(model="m", messages=MESSAGES)
@@ -155,12 +136,106 @@ def _in_process_call_overhead(tracer: trace.Tracer, rounds: int) -> None:
     print(f"  ratio llmtrace / hand-written: {ours / hand:.2f}x (target <= 1.5x)")
 
 
+def _mock_client() -> Any:
+    import httpx2
+    import openai
+
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=body))
+    return openai.OpenAI(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx2.Client(transport=transport),
+    )
+
+
+def _instruction_child(variant: str, calls: int) -> None:
+    """Run inside valgrind: warm up, then ``calls`` calls of one variant."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_Drop()))
+    trace.set_tracer_provider(provider)
+    tracer = trace.get_tracer("hand-written")
+    client = _mock_client()
+
+    def call() -> Any:
+        return client.chat.completions.create(model="m", messages=MESSAGES)
+
+    if variant == "llmtrace":
+        registry.instrument(["openai", "httpx2"])
+    run = (lambda: _hand_written_span(tracer, call)) if variant == "hand" else call
+    for _ in range(20 + calls):
+        run()
+
+
+def _instructions_per_call() -> None:
+    """Instruction counts under callgrind: the same for the same inputs, whatever else the
+    machine is doing (wall-clock figures on a shared 2-core machine swing by +-30%). Each
+    variant runs twice, with 10 and 110 calls, so start-up and warm-up cancel out; the hash
+    seed is fixed so that dictionary layouts are the same from run to run."""
+    import os
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        print("instruction counts: valgrind not installed (apt-get install valgrind)")
+        return
+    per_call: dict[str, float] = {}
+    for variant in ("none", "hand", "llmtrace"):
+        counts = []
+        for calls in (10, 110):
+            result = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                    sys.executable,
+                    __file__,
+                    "--instruction-child",
+                    variant,
+                    str(calls),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )
+            counts.append(int(re.search(r"Collected : (\d+)", result.stderr).group(1)))  # type: ignore[union-attr]
+        per_call[variant] = (counts[1] - counts[0]) / 100
+    hand = per_call["hand"] - per_call["none"]
+    ours = per_call["llmtrace"] - per_call["none"]
+    print("non-streaming call, CPU instructions (callgrind; deterministic)")
+    print(f"  no instrumentation      {per_call['none'] / 1e3:9.0f} k instructions per call")
+    print(f"  hand-written OTel span  {hand / 1e3:+9.0f} k added")
+    print(f"  llmtrace                {ours / 1e3:+9.0f} k added")
+    print(f"  ratio llmtrace / hand-written: {ours / hand:.2f}x (target <= 1.5x)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per variant per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chunks", type=int, default=2000, help="tokens in the long stream")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions under callgrind"
+    )
+    parser.add_argument("--instruction-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.instruction_child:
+        _instruction_child(args.instruction_child[0], int(args.instruction_child[1]))
+        return 0
 
     import openai
 
@@ -251,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         provider.shutdown()
+    if args.instructions:
+        _instructions_per_call()
     return 0
 
 
