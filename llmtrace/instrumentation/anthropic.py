@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
@@ -93,9 +93,20 @@ def _record_message(span: Span, message: Any, output_budget: tuple[int, Any] | N
 class MessageEventParser:
     """Raw Messages stream events: deltas count as content; usage arrives at start and end."""
 
-    __slots__ = ("_text", "_text_budget", "id", "model", "stop_reason", "usage")
+    __slots__ = (
+        "_redact",
+        "_text",
+        "_text_budget",
+        "_text_max",
+        "id",
+        "model",
+        "stop_reason",
+        "usage",
+    )
 
-    def __init__(self, text_budget: int = 0) -> None:
+    def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
+        self._redact = redact
+        self._text_max = text_budget
         self.id: str | None = None
         self.model: str | None = None
         self.stop_reason: str | None = None
@@ -138,8 +149,11 @@ class MessageEventParser:
         if self.stop_reason:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.stop_reason]
         if self._text:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
-                [{"role": "assistant", "content": "".join(self._text)}]
+            # The redaction hook sees streamed output too, before anything is set on the span.
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+                json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
+                self._text_max,
+                self._redact,
             )
         span.set_attributes(attributes)
 
@@ -194,7 +208,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return Plan(
         span_name=f"chat {model}" if model else "chat",
         attributes=attributes,
-        parser_factory=lambda: MessageEventParser(text_budget),
+        parser_factory=lambda: MessageEventParser(text_budget, redact if capture else None),
         record_response=lambda span, message: _record_message(span, message, output_budget),
     )
 

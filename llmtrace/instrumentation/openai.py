@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
@@ -203,19 +203,28 @@ class ChatChunkParser:
     __slots__ = (
         "_hide_usage",
         "_reasons",
+        "_redact",
         "_text",
         "_text_budget",
+        "_text_budget_total",
         "id",
         "model",
         "timings",
         "usage",
     )
 
-    def __init__(self, hide_usage: bool = False, text_budget: int = 0) -> None:
+    def __init__(
+        self,
+        hide_usage: bool = False,
+        text_budget: int = 0,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self._hide_usage = hide_usage
+        self._redact = redact
         self._reasons: dict[int, str] = {}
         self._text: list[str] | None = [] if text_budget > 0 else None
         self._text_budget = text_budget
+        self._text_budget_total = text_budget
         self.id: str | None = None
         self.model: str | None = None
         self.usage: Any = None
@@ -283,8 +292,11 @@ class ChatChunkParser:
             ]
         attributes.update(usage_attributes(self.usage))
         if self._text:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
-                [{"role": "assistant", "content": "".join(self._text)}]
+            # The redaction hook sees streamed output too, before anything is set on the span.
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+                json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
+                self._text_budget_total,
+                self._redact,
             )
         span.set_attributes(attributes)
         if self.timings is not None:
@@ -413,7 +425,9 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             plan.kwargs = {**kwargs, "options": new_options}
         hide_usage = True
     text_budget = max_bytes if capture else 0
-    plan.parser_factory = lambda: ChatChunkParser(hide_usage=hide_usage, text_budget=text_budget)
+    plan.parser_factory = lambda: ChatChunkParser(
+        hide_usage=hide_usage, text_budget=text_budget, redact=redact if capture else None
+    )
     return plan
 
 
