@@ -159,7 +159,10 @@ def _get() -> _Instruments:
 def _no_meter_provider() -> bool:
     # Until an application (or init()) sets a MeterProvider, recording would go to the API's
     # no-op proxy: skip the work of building the points at all.
-    return type(metrics.get_meter_provider()).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
+    return type(metrics.get_meter_provider()).__name__ in (
+        "_ProxyMeterProvider",
+        "NoOpMeterProvider",
+    )
 
 
 def record_model_call(attributes: Mapping[str, Any], duration: float) -> None:
