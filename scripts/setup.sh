@@ -63,7 +63,8 @@ if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     "${PIP[@]}" wheel --no-cache-dir --no-deps -v -w "$LLAMA_WHEEL_DIR" \
     "llama-cpp-python==$LLAMA_CPP_VERSION" 2>&1 \
     | grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\]|Successfully|ERROR|error:' \
-    | sed -u -E 's#^\s*(\[ *[0-9]+/[0-9]+\]).* -c \S*/([^/ ]+)$#  \1 \2#' || true
+    | sed -u -E -e 's#^\s*(\[ *[0-9]+/[0-9]+\]).* -c \S*/([^/ ]+)$#  \1 \2#' \
+        -e 's#^\s*(\[ *[0-9]+/[0-9]+\]) .{60,}$#  \1 linking#' || true
   ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1 || { log "llama-cpp-python build failed"; exit 1; }
 else
   log "llama-cpp-python $LLAMA_CPP_VERSION: using cached wheel"
