@@ -282,7 +282,7 @@ def render_html(report: Report) -> str:
     if report.tail:
         tail = report.tail
         body.append(
-            f'<p id="tail"><b>Tail:</b> {tail.traces} traces above P95 ({format_seconds(tail.threshold)}) took '
+            f'<p id="tail"><b>Tail:</b> {tail.traces} {"trace" if tail.traces == 1 else "traces"} above P95 ({format_seconds(tail.threshold)}) took '
             f"{format_seconds(tail.tail_mean)} against {format_seconds(tail.median_mean)} for the median traces; "
             f"<b>{_esc(tail.stage)}</b> grew most (+{format_seconds(tail.growth)}).</p>"
         )

@@ -157,7 +157,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     if report.tail:
         tail = report.tail
         console.print(
-            f"\n[bold]Tail:[/] {tail.traces} traces above P95 ({format_seconds(tail.threshold)}) "
+            f"\n[bold]Tail:[/] {tail.traces} {'trace' if tail.traces == 1 else 'traces'} above P95 ({format_seconds(tail.threshold)}) "
             f"took {format_seconds(tail.tail_mean)} vs {format_seconds(tail.median_mean)} for "
             f"median traces; [bold]{tail.stage}[/] grew most "
             f"({format_signed_seconds(tail.growth)})",
