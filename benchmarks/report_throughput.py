@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llmtrace.exporters.otlp_json import any_value
+
 SPANS_PER_TRACE = 10
 BATCH = 512
 RESOURCE = {
@@ -38,13 +42,7 @@ RESOURCE = {
 
 
 def _attr(key: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"key": key, "value": {"boolValue": value}}
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    if isinstance(value, float):
-        return {"key": key, "value": {"doubleValue": value}}
-    return {"key": key, "value": {"stringValue": value}}
+    return {"key": key, "value": any_value(value)}
 
 
 def _span(

@@ -6,7 +6,6 @@ so a process can run several benches, each into its own file, whatever its traci
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -19,17 +18,6 @@ import llmtrace
 from llmtrace.exporters.file import OTLPJsonFileExporter
 
 DEFAULT_SERVICE_NAME = "llmtrace-bench"
-
-
-def loaded_library_instrumentations() -> list[str]:
-    """llmtrace's instrumentations for the libraries this process has imported so far.
-
-    Instrumenting every installed library would import them all (chromadb alone takes seconds);
-    a target that uses a library has imported it by the time it is loaded.
-    """
-    from llmtrace.instrumentation.registry import INSTRUMENTATIONS
-
-    return [name for name, (_, _, library) in INSTRUMENTATIONS.items() if library in sys.modules]
 
 
 def ensure_tracing(

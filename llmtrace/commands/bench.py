@@ -25,7 +25,6 @@ from llmtrace.bench.targets import (
 from llmtrace.bench.tracing import (
     DEFAULT_SERVICE_NAME,
     ensure_tracing,
-    loaded_library_instrumentations,
 )
 from llmtrace.errors import CommandError
 
@@ -188,7 +187,9 @@ def run(args: argparse.Namespace) -> int:
     ensure_tracing(
         service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
         otlp_endpoint=otlp,
-        instrument=loaded_library_instrumentations(),
+        # init()'s default: libraries the target imported are instrumented now, the others
+        # when (if) they are imported; nothing is imported on the target's behalf.
+        instrument=True,
     )
 
     console.print(
