@@ -9,10 +9,12 @@ Nothing is recorded per chunk; a call records at most five histogram points when
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import metrics
+from opentelemetry.metrics import _internal as metrics_api
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
@@ -156,10 +158,22 @@ def _get() -> _Instruments:
     return _instruments
 
 
-def _no_meter_provider() -> bool:
-    # Until an application (or init()) sets a MeterProvider, recording would go to the API's
-    # no-op proxy: skip the work of building the points at all.
-    return type(metrics.get_meter_provider()).__name__ in (
+_provider_named_in_environment: bool | None = None
+
+
+def meter_provider_set() -> bool:
+    """False until an application (or init()) sets a MeterProvider: recording would go to the
+    API's no-op proxy, so model calls skip the work of building the points at all."""
+    global _provider_named_in_environment
+    # Asked on every model call. The API's getter tests the environment each time it finds no
+    # provider (a raised and caught KeyError): look at the global it keeps first, and read the
+    # environment once, as the API itself does when it loads a provider named there.
+    if getattr(metrics_api, "_METER_PROVIDER", ...) is None:
+        if _provider_named_in_environment is None:
+            _provider_named_in_environment = "OTEL_PYTHON_METER_PROVIDER" in os.environ
+        if not _provider_named_in_environment:
+            return False
+    return type(metrics.get_meter_provider()).__name__ not in (
         "_ProxyMeterProvider",
         "NoOpMeterProvider",
     )
@@ -168,7 +182,7 @@ def _no_meter_provider() -> bool:
 def record_model_call(attributes: Mapping[str, Any], duration: float) -> None:
     """Record one finished model call from its span attributes. Never raises."""
     try:
-        if _no_meter_provider():
+        if not meter_provider_set():
             return
         instruments = _get()
         labels = {k: attributes[k] for k in _METRIC_ATTRIBUTES if k in attributes}

@@ -42,7 +42,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.metrics import record_model_call
+from llmtrace.metrics import meter_provider_set, record_model_call
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,10 @@ class NullParser:
 
     def output_tokens(self) -> int | None:
         return None
+
+
+# Immutable, so one instance serves every call that ends well.
+STATUS_OK = Status(StatusCode.OK)
 
 
 def record_error(span: Span, exc: BaseException) -> None:
@@ -173,7 +177,7 @@ class StreamRecorder:
             span.set_attributes(attributes)
             self.parser.finish(span)
             if how == "completed":
-                span.set_status(Status(StatusCode.OK))
+                span.set_status(STATUS_OK)
             elif how == "error" and exc is not None:
                 record_error(span, exc)
         except Exception:
@@ -193,7 +197,7 @@ class StreamRecorder:
 def end_model_span(span: Span, started_at: float) -> None:
     """End a model-call span, recording the GenAI client metrics from its attributes first."""
     try:
-        if span.is_recording():
+        if meter_provider_set() and span.is_recording():
             attributes = getattr(span, "attributes", None)
             if attributes is not None:
                 record_model_call(attributes, time.monotonic() - started_at)

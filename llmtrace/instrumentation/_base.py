@@ -17,9 +17,8 @@ import functools
 import importlib
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from typing import Any
 
 import wrapt
@@ -146,16 +145,22 @@ def current_model_call() -> ModelCall | None:
     return _current_model_call.get()
 
 
-@contextmanager
-def model_call_in_flight(call: ModelCall) -> Iterator[None]:
-    """Make ``call`` (and its span) current while the SDK sends the request, never across a yield."""
-    token = _current_model_call.set(call)
-    context_token = otel_context.attach(trace.set_span_in_context(call.span))
-    try:
-        yield
-    finally:
-        otel_context.detach(context_token)
-        _current_model_call.reset(token)
+InFlight = tuple[Token[ModelCall | None], Token[otel_context.Context]]
+
+
+def enter_model_call(call: ModelCall) -> InFlight:
+    """Make ``call`` (and its span) current while the SDK sends the request, never across a yield;
+    :func:`leave_model_call` undoes it. (Two plain calls, not a context manager: they run on every
+    model call, and a generator-based context manager costs more than the work it wraps.)"""
+    return (
+        _current_model_call.set(call),
+        otel_context.attach(trace.set_span_in_context(call.span)),
+    )
+
+
+def leave_model_call(tokens: InFlight) -> None:
+    otel_context.detach(tokens[1])
+    _current_model_call.reset(tokens[0])
 
 
 def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:

@@ -23,21 +23,24 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol, cast
 
 import wrapt
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
     current_model_call,
+    enter_model_call,
     get_tracer,
-    model_call_in_flight,
+    leave_model_call,
 )
 from llmtrace.streaming import (
+    STATUS_OK,
     ChunkParser,
     StreamRecorder,
     TracedAsyncStream,
@@ -82,7 +85,47 @@ def field_of(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-@dataclass
+class Fields(Protocol):
+    """Read-only named values: ``get(name)`` is the value, or None when absent."""
+
+    def get(self, name: str, /) -> Any: ...
+
+
+_NO_FIELDS: Fields = MappingProxyType({})
+
+
+class _AttributesOf:
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+    def get(self, name: str, /) -> Any:
+        return getattr(self._obj, name, None)
+
+
+def fields_of(obj: Any) -> Fields:
+    """The named values of an SDK model or decoded JSON object, to read several of them.
+
+    Same values as :func:`field_of`, except properties of a pydantic model (read those with
+    :func:`field_of`): a model's field and extra dictionaries are looked up once, not per name,
+    which matters on the per-call path. None has no fields.
+    """
+    if obj is None:
+        return _NO_FIELDS
+    cls = obj.__class__
+    if cls is dict:
+        return cast(Fields, obj)
+    if getattr(cls, "__pydantic_fields__", None) is not None:
+        extra = obj.__pydantic_extra__
+        # Fields win over extra values of the same name, as in field_of.
+        return cast(Fields, {**extra, **obj.__dict__} if extra else obj.__dict__)
+    if isinstance(obj, Mapping):
+        return cast(Fields, obj)
+    return _AttributesOf(obj)
+
+
+@dataclass(slots=True)
 class Plan:
     """What the provider module decided about one request before it is sent."""
 
@@ -93,7 +136,6 @@ class Plan:
     # Replacement positional/keyword arguments (e.g. stream_options injected), or None.
     args: tuple[Any, ...] | None = None
     kwargs: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 Planner = Callable[[Any, tuple[Any, ...], dict[str, Any]], Plan | None]
@@ -118,15 +160,26 @@ def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     try:
         if span.is_recording():
             plan.record_response(span, response)
-        span.set_status(Status(StatusCode.OK))
+        span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "model response recording failed")
     finally:
         end_model_span(span, call.started_at)
 
 
+# Result class -> whether its instances are raw responses. A parsed response is a pydantic model,
+# where a missing attribute costs a raised and caught AttributeError: decided once per class.
+_raw_response_classes: dict[type, bool] = {}
+
+
 def _is_raw_response(result: Any) -> bool:
-    return hasattr(result, "http_response") and hasattr(result, "parse")
+    cls = result.__class__
+    raw = _raw_response_classes.get(cls)
+    if raw is None:
+        raw = hasattr(result, "http_response") and hasattr(result, "parse")
+        if len(_raw_response_classes) < 256:
+            _raw_response_classes[cls] = raw
+    return raw
 
 
 def _raw_is_stream(result: Any) -> bool:
@@ -244,7 +297,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
         if current_model_call() is not None:
             return None
         try:
-            plan = planner(instance, tuple(args), dict(kwargs))
+            plan = planner(instance, args, kwargs)
             if plan is None:
                 return None
             return plan, _start(plan)
@@ -259,9 +312,12 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
         plan, call = prepared
         call_args = plan.args if plan.args is not None else args
         call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+        in_flight = enter_model_call(call)
         try:
-            with model_call_in_flight(call):
+            try:
                 result = wrapped(*call_args, **call_kwargs)
+            finally:
+                leave_model_call(in_flight)
         except BaseException as exc:
             _fail(call, exc)
             raise
@@ -279,9 +335,12 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
         plan, call = prepared
         call_args = plan.args if plan.args is not None else args
         call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+        in_flight = enter_model_call(call)
         try:
-            with model_call_in_flight(call):
+            try:
                 result = await wrapped(*call_args, **call_kwargs)
+            finally:
+                leave_model_call(in_flight)
         except BaseException as exc:
             _fail(call, exc)
             raise
