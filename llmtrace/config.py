@@ -116,6 +116,15 @@ def reload() -> None:
     """Read the environment again (for settings used without ``init()``)."""
     global _from_env_cache
     _from_env_cache = None
+    _forget_provider_name()
+
+
+def _forget_provider_name() -> None:
+    # Model-call instrumentations read LLMTRACE_PROVIDER_NAME themselves, once: read it again
+    # whenever the rest of the environment is.
+    from llmtrace.instrumentation.provider import configured_provider_name
+
+    configured_provider_name.cache_clear()
 
 
 def capture_content_enabled() -> bool:
@@ -336,6 +345,7 @@ def init(
         if _initialized:
             logger.debug("llmtrace.init() called again; the first configuration stays")
             return
+        _forget_provider_name()
         s = _from_environment(Settings())
         explicit_exporter = exporter is not None or _env("LLMTRACE_EXPORTER") is not None
         overrides: dict[str, Any] = {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -28,8 +27,14 @@ from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace.instrumentation._base import Patches, bounded_content, capture_settings
-from llmtrace.instrumentation._sdk import Plan, SDKTypes, field_of, make_request_wrappers
-from llmtrace.instrumentation.provider import ENV_PROVIDER_NAME, provider_name
+from llmtrace.instrumentation._sdk import (
+    Plan,
+    SDKTypes,
+    field_of,
+    fields_of,
+    make_request_wrappers,
+)
+from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ _REQUEST_PARAMETERS: dict[str, str] = {
 _NUMBERS = (int, float)
 
 
+@functools.lru_cache(maxsize=256)
 def _operation_of(url: str) -> tuple[str, str, str] | None:
     path = url.split("?", 1)[0].rstrip("/")
     for suffix, (operation, stage) in _OPERATIONS.items():
@@ -69,8 +75,14 @@ def _operation_of(url: str) -> tuple[str, str, str] | None:
     return None
 
 
+# Every body key _request_attributes reads: most requests carry none of them.
+_PARAMETER_KEYS = frozenset(_REQUEST_PARAMETERS) | {"stop", "n", "encoding_format"}
+
+
 def _request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
+    if _PARAMETER_KEYS.isdisjoint(body):
+        return attributes
     for name, attribute in _REQUEST_PARAMETERS.items():
         value = body.get(name)
         if value is not None and value.__class__ in _NUMBERS:
@@ -94,20 +106,17 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     attributes: dict[str, int] = {}
     if usage is None:
         return attributes
-    input_tokens = field_of(usage, "prompt_tokens")
+    fields = fields_of(usage)
+    input_tokens = fields.get("prompt_tokens")
     if input_tokens is None:
-        input_tokens = field_of(usage, "input_tokens")
-    output_tokens = field_of(usage, "completion_tokens")
+        input_tokens = fields.get("input_tokens")
+    output_tokens = fields.get("completion_tokens")
     if output_tokens is None:
-        output_tokens = field_of(usage, "output_tokens")
-    input_details = field_of(usage, "prompt_tokens_details") or field_of(
-        usage, "input_tokens_details"
-    )
-    output_details = field_of(usage, "completion_tokens_details") or field_of(
-        usage, "output_tokens_details"
-    )
-    cached = field_of(input_details, "cached_tokens")
-    reasoning = field_of(output_details, "reasoning_tokens")
+        output_tokens = fields.get("output_tokens")
+    input_details = fields.get("prompt_tokens_details") or fields.get("input_tokens_details")
+    output_details = fields.get("completion_tokens_details") or fields.get("output_tokens_details")
+    cached = fields_of(input_details).get("cached_tokens")
+    reasoning = fields_of(output_details).get("reasoning_tokens")
     for attribute, value in (
         (semconv.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
         (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
@@ -133,8 +142,8 @@ def _responses_finish_reason(response: Any) -> str | None:
     return str(status) if status else None
 
 
-def _server_timings(span: Span, body: Any) -> None:
-    timings = field_of(body, "timings")
+def _server_timings(span: Span, timings: Any) -> None:
+    """llama.cpp's ``timings`` object of a response body or its last chunk, onto the span."""
     if not isinstance(timings, Mapping):
         return
     try:
@@ -145,35 +154,40 @@ def _server_timings(span: Span, body: Any) -> None:
         logger.debug("llmtrace: server timings unavailable", exc_info=True)
 
 
-def _record_response(span: Span, response: Any, output_budget: tuple[int, Any] | None) -> None:
+def _record_response(
+    span: Span, response: Any, output_budget: tuple[int, Any] | None = None
+) -> None:
     """Write what a whole (non-streamed) response says onto the span."""
     if response is None:
         return
+    fields = fields_of(response)
     attributes: dict[str, Any] = {}
-    response_id = field_of(response, "id")
+    response_id = fields.get("id")
     if isinstance(response_id, str):
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
-    model = field_of(response, "model")
+    model = fields.get("model")
     if isinstance(model, str):
         attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
-    object_type = field_of(response, "object")
+    object_type = fields.get("object")
     if object_type == "response":
         reason = _responses_finish_reason(response)
         if reason is not None:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
     else:
-        choices = field_of(response, "choices") or ()
-        reasons = [
-            str(field_of(c, "finish_reason")) for c in choices if field_of(c, "finish_reason")
-        ]
+        reasons = []
+        for choice in fields.get("choices") or ():
+            reason = fields_of(choice).get("finish_reason")
+            if reason:
+                reasons.append(str(reason))
         if reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-        data = field_of(response, "data")
-        if object_type == "list" and data:
-            embedding = field_of(data[0], "embedding")
-            if isinstance(embedding, list):
-                attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
-    attributes.update(usage_attributes(field_of(response, "usage")))
+        if object_type == "list":
+            data = fields.get("data")
+            if data:
+                embedding = field_of(data[0], "embedding")
+                if isinstance(embedding, list):
+                    attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
+    attributes.update(usage_attributes(fields.get("usage")))
     if output_budget is not None:
         text = _output_text(response)
         if text:
@@ -181,7 +195,7 @@ def _record_response(span: Span, response: Any, output_budget: tuple[int, Any] |
                 json.dumps([{"role": "assistant", "content": text}]), *output_budget
             )
     span.set_attributes(attributes)
-    _server_timings(span, response)
+    _server_timings(span, fields.get("timings"))
 
 
 def _output_text(response: Any) -> str:
@@ -300,7 +314,7 @@ class ChatChunkParser:
             )
         span.set_attributes(attributes)
         if self.timings is not None:
-            _server_timings(span, {"timings": self.timings})
+            _server_timings(span, self.timings)
 
 
 class ResponsesEventParser:
@@ -357,16 +371,29 @@ def _input_messages(body: Mapping[str, Any]) -> Any:
     return None
 
 
-@functools.lru_cache(maxsize=64)
-def _endpoint_attributes(base_url: Any, configured_provider: str | None) -> dict[str, Any]:
+# id(base URL) -> (that URL, LLMTRACE_PROVIDER_NAME then, its attributes). Keyed by identity: a
+# client keeps one URL object until its base_url is set again, and hashing or comparing URLs
+# costs more than what is cached. The URL is held, so its id is not reused while cached.
+_endpoints: dict[int, tuple[Any, str, dict[str, Any]]] = {}
+
+
+def _endpoint_attributes(base_url: Any) -> dict[str, Any]:
     """Provider and server of a client's base URL: the same for every call of that client
     (and the same LLMTRACE_PROVIDER_NAME). Callers copy the result; the cached dict never changes."""
+    configured = configured_provider_name()
+    cached = _endpoints.get(id(base_url))
+    if cached is not None and cached[0] is base_url and cached[1] == configured:
+        return cached[2]
     port = base_url.port or (443 if base_url.scheme == "https" else 80)
-    return {
+    attributes = {
         semconv.GEN_AI_PROVIDER_NAME: provider_name(base_url.host, port, base_url.path),
         semconv.SERVER_ADDRESS: base_url.host,
         semconv.SERVER_PORT: port,
     }
+    if len(_endpoints) >= 64:
+        _endpoints.clear()
+    _endpoints[id(base_url)] = (base_url, configured, attributes)
+    return attributes
 
 
 def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
@@ -374,19 +401,20 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     options = args[1] if len(args) > 1 else kwargs.get("options")
     if options is None:
         return None
-    matched = _operation_of(str(getattr(options, "url", "")))
+    url = getattr(options, "url", "")
+    matched = _operation_of(url if url.__class__ is str else str(url))
     if matched is None:
         return None
     suffix, operation, stage = matched
     body = getattr(options, "json_data", None)
-    if not isinstance(body, Mapping):
+    if body.__class__ is not dict and not isinstance(body, Mapping):
         body = {}
     model = body.get("model")
     stream = bool(kwargs.get("stream")) or body.get("stream") is True
     attributes: dict[str, Any] = {
         semconv.STAGE: stage,
         semconv.GEN_AI_OPERATION_NAME: operation,
-        **_endpoint_attributes(instance.base_url, os.environ.get(ENV_PROVIDER_NAME)),
+        **_endpoint_attributes(instance.base_url),
         semconv.GEN_AI_REQUEST_STREAM: stream,
     }
     if isinstance(model, str):
@@ -405,7 +433,9 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         span_name=f"{operation} {model}" if model else operation,
         attributes=attributes,
         parser_factory=ChatChunkParser,
-        record_response=lambda span, response: _record_response(span, response, output_budget),
+        record_response=functools.partial(_record_response, output_budget=output_budget)
+        if capture
+        else _record_response,
     )
     if suffix == "/responses":
         plan.parser_factory = ResponsesEventParser
@@ -424,10 +454,11 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         else:
             plan.kwargs = {**kwargs, "options": new_options}
         hide_usage = True
-    text_budget = max_bytes if capture else 0
-    plan.parser_factory = lambda: ChatChunkParser(
-        hide_usage=hide_usage, text_budget=text_budget, redact=redact if capture else None
-    )
+    if hide_usage or capture:
+        text_budget = max_bytes if capture else 0
+        plan.parser_factory = lambda: ChatChunkParser(
+            hide_usage=hide_usage, text_budget=text_budget, redact=redact if capture else None
+        )
     return plan
 
 

@@ -46,9 +46,16 @@ _HOST_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
+@functools.cache
+def configured_provider_name() -> str:
+    """``LLMTRACE_PROVIDER_NAME`` ("" when unset), read once like the rest of the environment:
+    it is needed on every model call (``llmtrace.config.reload()`` reads it again)."""
+    return os.environ.get(ENV_PROVIDER_NAME, "")
+
+
 def provider_name(host: str, port: int | None = None, path: str = "") -> str:
     """The provider name for a request to ``host:port/path`` (see the module docstring)."""
-    return _cached(host.lower().rstrip("."), port, path, os.environ.get(ENV_PROVIDER_NAME, ""))
+    return _cached(host.lower().rstrip("."), port, path, configured_provider_name())
 
 
 @functools.lru_cache(maxsize=256)
