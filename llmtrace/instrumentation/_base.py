@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Tracer
 
 from llmtrace import semconv
+from llmtrace.config import settings
 
 logger = logging.getLogger("llmtrace.instrumentation")
 
@@ -166,8 +167,6 @@ def leave_model_call(tokens: InFlight) -> None:
 def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
     """(capture_content, content_max_bytes, redact, inject_stream_usage) from the active settings."""
     try:
-        from llmtrace.config import settings
-
         active = settings()
         return (
             active.capture_content,

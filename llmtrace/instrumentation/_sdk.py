@@ -85,6 +85,16 @@ def field_of(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+def base_url_of(client: Any) -> Any:
+    """The client's base URL (an ``httpx``/``httpx2`` URL).
+
+    Both SDKs keep it in ``_base_url``; ``openai``'s public ``base_url`` property imports a module
+    on every read (several microseconds per model call) only to return that attribute.
+    """
+    base_url = getattr(client, "_base_url", None)
+    return base_url if base_url is not None else client.base_url
+
+
 class Fields(Protocol):
     """Read-only named values: ``get(name)`` is the value, or None when absent."""
 

@@ -33,7 +33,13 @@ from llmtrace.instrumentation._base import (
     capture_settings,
     current_model_call,
 )
-from llmtrace.instrumentation._sdk import Plan, SDKTypes, field_of, make_request_wrappers
+from llmtrace.instrumentation._sdk import (
+    Plan,
+    SDKTypes,
+    base_url_of,
+    field_of,
+    make_request_wrappers,
+)
 from llmtrace.instrumentation.provider import provider_name
 
 logger = logging.getLogger(__name__)
@@ -171,7 +177,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         body = {}
     model = body.get("model")
     stream = bool(kwargs.get("stream")) or body.get("stream") is True
-    base_url = instance.base_url
+    base_url = base_url_of(instance)
     port = base_url.port or (443 if base_url.scheme == "https" else 80)
     host = base_url.host
     # A self-hosted Anthropic-compatible endpoint is still spoken to in Anthropic's protocol.

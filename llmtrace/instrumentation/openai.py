@@ -30,6 +30,7 @@ from llmtrace.instrumentation._base import Patches, bounded_content, capture_set
 from llmtrace.instrumentation._sdk import (
     Plan,
     SDKTypes,
+    base_url_of,
     field_of,
     fields_of,
     make_request_wrappers,
@@ -414,7 +415,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     attributes: dict[str, Any] = {
         semconv.STAGE: stage,
         semconv.GEN_AI_OPERATION_NAME: operation,
-        **_endpoint_attributes(instance.base_url),
+        **_endpoint_attributes(base_url_of(instance)),
         semconv.GEN_AI_REQUEST_STREAM: stream,
     }
     if isinstance(model, str):
@@ -442,8 +443,12 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         return plan
     hide_usage = False
     stream_options = body.get("stream_options")
-    wants_usage = isinstance(stream_options, Mapping) and stream_options.get("include_usage")
-    if stream and inject_usage and not wants_usage and suffix != "/embeddings":
+    if (
+        stream
+        and inject_usage
+        and suffix != "/embeddings"
+        and not (isinstance(stream_options, Mapping) and stream_options.get("include_usage"))
+    ):
         new_options = options.model_copy()
         new_options.json_data = {
             **body,
