@@ -30,8 +30,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry import baggage, propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
@@ -143,9 +146,52 @@ def _async_callback(
     return callback
 
 
+# The global propagator last seen to be OpenTelemetry's default (W3C trace context, then baggage).
+_default_propagator: object = None
+_BAGGAGE = W3CBaggagePropagator()
+
+
+def _is_default_propagator(propagator: object) -> bool:
+    global _default_propagator
+    if propagator is _default_propagator:
+        return True
+    inner = getattr(propagator, "_propagators", None)
+    if type(propagator) is CompositePropagator and [type(p) for p in inner or ()] == [
+        TraceContextTextMapPropagator,
+        W3CBaggagePropagator,
+    ]:
+        _default_propagator = propagator
+        return True
+    return False
+
+
+def inject_trace_context(headers: Any, span: Span) -> None:
+    """Write ``span``'s context into outgoing headers with the global propagator.
+
+    With the default propagator (unless ``OTEL_PROPAGATORS`` or the application chose another),
+    the ``traceparent``/``tracestate`` headers are written here, as its trace-context part would
+    write them, without building a context for it: that part alone costs several microseconds on
+    every model call. Baggage, when the current context has any, goes through the propagator.
+    """
+    propagator = propagate.get_global_textmap()
+    if not _is_default_propagator(propagator):
+        propagator.inject(headers, context=trace.set_span_in_context(span))
+        return
+    span_context = span.get_span_context()
+    if span_context != INVALID_SPAN_CONTEXT:
+        headers["traceparent"] = (
+            f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}"
+            f"-{span_context.trace_flags:02x}"
+        )
+        if span_context.trace_state:
+            headers["tracestate"] = span_context.trace_state.to_header()
+    if baggage.get_all():
+        _BAGGAGE.inject(headers)
+
+
 def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -> None:
     """Inject the trace context of ``span`` and hook the transport's phase events."""
-    propagate.inject(request.headers, context=trace.set_span_in_context(span))
+    inject_trace_context(request.headers, span)
     if not span.is_recording():
         return
     extensions = request.extensions
