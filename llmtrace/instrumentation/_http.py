@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -39,7 +39,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import ModelCall, current_model_call, get_tracer
-from llmtrace.server.timings import server_timings_from_headers
+from llmtrace.server.timings import server_timings_from_raw_headers
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
@@ -85,13 +85,18 @@ def _default_port(scheme: str) -> int:
 
 
 class PhaseRecorder:
-    """Turns the transport's trace events into ``llmtrace.http.*`` durations on one span."""
+    """Turns the transport's trace events into ``llmtrace.http.*`` durations on one span.
 
-    __slots__ = ("_marks", "call", "span")
+    Installed as the request's ``trace`` extension itself (see :class:`SyncPhaseRecorder` and
+    :class:`AsyncPhaseRecorder`), passing every event on to the callback it replaced, if any.
+    """
 
-    def __init__(self, span: Span, call: ModelCall | None) -> None:
+    __slots__ = ("_marks", "call", "existing", "span")
+
+    def __init__(self, span: Span, call: ModelCall | None, existing: Any) -> None:
         self.span = span
         self.call = call
+        self.existing = existing
         self._marks: dict[str, float] = {}
 
     def on_event(self, name: str, info: Any) -> None:
@@ -124,26 +129,22 @@ class PhaseRecorder:
             log_once(logger, "HTTP phase recording failed")
 
 
-def _sync_callback(
-    recorder: PhaseRecorder, existing: Callable[[str, Any], Any] | None
-) -> Callable[[str, Any], None]:
-    def callback(name: str, info: Any) -> None:
-        recorder.on_event(name, info)
-        if existing is not None:
-            existing(name, info)
+class SyncPhaseRecorder(PhaseRecorder):
+    __slots__ = ()
 
-    return callback
+    def __call__(self, name: str, info: Any) -> None:
+        self.on_event(name, info)
+        if self.existing is not None:
+            self.existing(name, info)
 
 
-def _async_callback(
-    recorder: PhaseRecorder, existing: Callable[[str, Any], Any] | None
-) -> Callable[[str, Any], Any]:
-    async def callback(name: str, info: Any) -> None:
-        recorder.on_event(name, info)
-        if existing is not None:
-            await existing(name, info)
+class AsyncPhaseRecorder(PhaseRecorder):
+    __slots__ = ()
 
-    return callback
+    async def __call__(self, name: str, info: Any) -> None:
+        self.on_event(name, info)
+        if self.existing is not None:
+            await self.existing(name, info)
 
 
 # The global propagator last seen to be OpenTelemetry's default (W3C trace context, then baggage).
@@ -195,11 +196,8 @@ def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -
     if not span.is_recording():
         return
     extensions = request.extensions
-    recorder = PhaseRecorder(span, call)
-    existing = extensions.get("trace")
-    extensions["trace"] = (
-        _async_callback(recorder, existing) if is_async else _sync_callback(recorder, existing)
-    )
+    recorder = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
+    extensions["trace"] = recorder(span, call, extensions.get("trace"))
 
 
 def _start_network_span(request: Any) -> Span:
@@ -347,7 +345,7 @@ def _record_server_timings(span: Span, response: Any) -> None:
     go on the model span as ``llmtrace.server.*`` seconds."""
     try:
         if span.is_recording():
-            timings = server_timings_from_headers(response.headers)
+            timings = server_timings_from_raw_headers(response.headers.raw)
             if timings:
                 span.set_attributes(timings)
     except Exception:

@@ -15,7 +15,7 @@ Sources understood:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llmtrace import semconv
@@ -26,6 +26,10 @@ _MILLISECOND_HEADERS: Mapping[str, str] = {
     "x-inference-time": semconv.SERVER_INFERENCE_TIME,
     "x-total-time": semconv.SERVER_PROCESSING_TIME,
     "openai-processing-ms": semconv.SERVER_PROCESSING_TIME,
+}
+
+_MILLISECOND_HEADER_BYTES: Mapping[bytes, str] = {
+    name.encode("ascii"): attribute for name, attribute in _MILLISECOND_HEADERS.items()
 }
 
 # llama.cpp body "timings" key -> attribute, milliseconds.
@@ -39,7 +43,7 @@ def _milliseconds_to_seconds(value: object) -> float | None:
     """A finite, non-negative millisecond value as seconds; anything else is ignored."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, str):
+    if isinstance(value, str | bytes):
         try:
             value = float(value.strip())
         except ValueError:
@@ -57,9 +61,22 @@ def server_timings_from_headers(headers: Mapping[str, str]) -> dict[str, float]:
 
     Accepts any mapping, including ``httpx.Headers``.
     """
+    return _from_header_items(headers.items(), _MILLISECOND_HEADERS)
+
+
+def server_timings_from_raw_headers(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, float]:
+    """The same from raw ``(name, value)`` byte pairs (``httpx.Headers.raw``): read on every model
+    call, and only the headers looked for are ever decoded."""
+    return _from_header_items(headers, _MILLISECOND_HEADER_BYTES)
+
+
+def _from_header_items(
+    items: Iterable[tuple[Any, Any]], attributes_by_name: Mapping[Any, str]
+) -> dict[str, float]:
+    # Names and values both str, or both bytes.
     attributes: dict[str, float] = {}
-    for name, value in headers.items():
-        attribute = _MILLISECOND_HEADERS.get(name.lower())
+    for name, value in items:
+        attribute = attributes_by_name.get(name.lower())
         if attribute is None:
             continue
         seconds = _milliseconds_to_seconds(value)
