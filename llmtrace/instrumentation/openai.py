@@ -107,24 +107,27 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     attributes: dict[str, int] = {}
     if usage is None:
         return attributes
-    fields = fields_of(usage)
-    input_tokens = fields.get("prompt_tokens")
+    get = fields_of(usage).get
+    input_tokens = get("prompt_tokens")
     if input_tokens is None:
-        input_tokens = fields.get("input_tokens")
-    output_tokens = fields.get("completion_tokens")
+        input_tokens = get("input_tokens")
+    output_tokens = get("completion_tokens")
     if output_tokens is None:
-        output_tokens = fields.get("output_tokens")
-    input_details = fields.get("prompt_tokens_details") or fields.get("input_tokens_details")
-    output_details = fields.get("completion_tokens_details") or fields.get("output_tokens_details")
-    cached = fields_of(input_details).get("cached_tokens")
-    reasoning = fields_of(output_details).get("reasoning_tokens")
+        output_tokens = get("output_tokens")
+    input_details = get("prompt_tokens_details") or get("input_tokens_details")
+    output_details = get("completion_tokens_details") or get("output_tokens_details")
+    cached = None if input_details is None else fields_of(input_details).get("cached_tokens")
+    reasoning = (
+        None if output_details is None else fields_of(output_details).get("reasoning_tokens")
+    )
     for attribute, value in (
         (semconv.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
         (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
         (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, cached),
         (semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, reasoning),
     ):
-        if isinstance(value, int) and not isinstance(value, bool):
+        # A count is an int and not a bool; the exact class answers for almost every value.
+        if value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool)):
             attributes[attribute] = value
     return attributes
 
@@ -161,34 +164,34 @@ def _record_response(
     """Write what a whole (non-streamed) response says onto the span."""
     if response is None:
         return
-    fields = fields_of(response)
+    get = fields_of(response).get
     attributes: dict[str, Any] = {}
-    response_id = fields.get("id")
+    response_id = get("id")
     if isinstance(response_id, str):
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
-    model = fields.get("model")
+    model = get("model")
     if isinstance(model, str):
         attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
-    object_type = fields.get("object")
+    object_type = get("object")
     if object_type == "response":
         reason = _responses_finish_reason(response)
         if reason is not None:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
     else:
         reasons = []
-        for choice in fields.get("choices") or ():
+        for choice in get("choices") or ():
             reason = fields_of(choice).get("finish_reason")
             if reason:
                 reasons.append(str(reason))
         if reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         if object_type == "list":
-            data = fields.get("data")
+            data = get("data")
             if data:
                 embedding = field_of(data[0], "embedding")
                 if isinstance(embedding, list):
                     attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
-    attributes.update(usage_attributes(fields.get("usage")))
+    attributes.update(usage_attributes(get("usage")))
     if output_budget is not None:
         text = _output_text(response)
         if text:
@@ -196,7 +199,9 @@ def _record_response(
                 json.dumps([{"role": "assistant", "content": text}]), *output_budget
             )
     span.set_attributes(attributes)
-    _server_timings(span, fields.get("timings"))
+    timings = get("timings")
+    if timings is not None:
+        _server_timings(span, timings)
 
 
 def _output_text(response: Any) -> str:
