@@ -18,10 +18,12 @@ lint:
 	.venv/bin/ruff check llmtrace tests benchmarks examples
 	.venv/bin/ruff format --check llmtrace tests benchmarks examples
 	.venv/bin/mypy llmtrace
+	cd native && cargo fmt --check
 
 format:
 	.venv/bin/ruff format llmtrace tests benchmarks examples
 	.venv/bin/ruff check --fix llmtrace tests benchmarks examples
+	cd native && cargo fmt
 
 benchmarks:  ## print the overhead and throughput figures
 	.venv/bin/python benchmarks/overhead_core.py

@@ -8,7 +8,8 @@ process and reports wall time, spans/s and the child's peak resident memory.
 
     python benchmarks/report_throughput.py [--traces 100000] [--file PATH] [--keep]
 
-Target: >= 200,000 spans/s and < 1 GiB peak memory.
+Target: >= 200,000 spans/s and < 1 GiB peak memory. ``LLMTRACE_NATIVE=0`` measures the pure-Python
+reader instead of the native one.
 """
 
 from __future__ import annotations
@@ -278,9 +279,12 @@ def main() -> int:
             f"generated {spans:,} spans ({path.stat().st_size / 2**20:.0f} MiB) "
             f"in {time.perf_counter() - started:.1f} s: {path}"
         )
+    from llmtrace.analysis import native
+
+    reader = "native reader (llmtrace_native)" if native.available() else "Python reader"
     result = measure(path, spans)
     print(
-        f"llmtrace report --format json: {spans:,} spans in {result['seconds']:.2f} s = "
+        f"llmtrace report --format json, {reader}: {spans:,} spans in {result['seconds']:.2f} s = "
         f"{result['spans_per_second']:,.0f} spans/s, peak memory {result['peak_mib']:.0f} MiB"
     )
     floor = decode_only(path)

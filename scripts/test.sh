@@ -23,5 +23,9 @@ log "ruff"
 .venv/bin/ruff format --check llmtrace tests benchmarks examples
 log "mypy --strict"
 .venv/bin/mypy llmtrace
+if command -v cargo >/dev/null 2>&1; then
+  log "cargo fmt --check (native reader)"
+  (cd native && cargo fmt --check)
+fi
 log "pytest"
 .venv/bin/python -m pytest "$@"

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.breakdown import ModelPhases, first_token_time, is_model_call, model_phases
 from llmtrace.analysis.model import Span, Trace
 
 
-@dataclass(slots=True)
-class ModelCall:
-    """One model call as the client saw it (seconds, token counts as reported)."""
+class ModelCall(NamedTuple):
+    """One model call as the client saw it (seconds, token counts as reported).
+
+    A tuple: the native reader hands over a hundred thousand of them at a time.
+    """
 
     model: str
     duration: float

@@ -5,8 +5,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmtrace.analysis.native import NativeTraces
 
 # OTLP SpanKind values (the protobuf enum; JSON may carry the int or its name).
 KIND_UNSPECIFIED = 0
@@ -80,20 +83,58 @@ class Trace:
         return self.root.walk()
 
 
-@dataclass(slots=True)
 class TraceSet:
     """Everything read from one source, ready for analysis.
 
     ``excluded_open`` counts traces left out because their root span has no valid end;
     ``warnings`` holds problems met while reading (a malformed line, with file and line number).
+    ``native`` holds traces the native reader kept in its own form (see ``analysis.native``);
+    ``traces`` then makes Python objects of them on first use.
     """
 
-    source: str
-    traces: list[Trace]
-    service: str | None = None
-    excluded_open: int = 0
-    warnings: list[str] = field(default_factory=list)
-    jaeger_url: str | None = None
+    __slots__ = (
+        "_traces",
+        "excluded_open",
+        "jaeger_url",
+        "native",
+        "service",
+        "source",
+        "warnings",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        traces: list[Trace] | None = None,
+        service: str | None = None,
+        excluded_open: int = 0,
+        warnings: list[str] | None = None,
+        jaeger_url: str | None = None,
+        native: NativeTraces | None = None,
+    ) -> None:
+        self.source = source
+        self._traces = traces
+        self.service = service
+        self.excluded_open = excluded_open
+        self.warnings = warnings if warnings is not None else []
+        self.jaeger_url = jaeger_url
+        self.native = native
+
+    @property
+    def traces(self) -> list[Trace]:
+        if self._traces is None:
+            self._traces = self.native.traces() if self.native is not None else []
+        return self._traces
+
+    @traces.setter
+    def traces(self, traces: list[Trace]) -> None:
+        self._traces = traces
+        self.native = None
+
+    def __len__(self) -> int:
+        if self._traces is None and self.native is not None:
+            return len(self.native)
+        return len(self.traces)
 
     @property
     def orphans(self) -> int:

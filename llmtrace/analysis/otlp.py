@@ -171,14 +171,14 @@ class SpanCollector:
         added = 0
         for raw in raw_spans:
             trace_id = raw["traceId"]
-            if len(trace_id) != 32:
-                trace_id = normalize_id(trace_id, 32)
+            trace_id = trace_id.lower() if len(trace_id) == 32 else normalize_id(trace_id, 32)
             span_id = raw["spanId"]
-            if len(span_id) != 16:
-                span_id = normalize_id(span_id, 16)
+            span_id = span_id.lower() if len(span_id) == 16 else normalize_id(span_id, 16)
             parent_id = raw.get("parentSpanId") or None
-            if parent_id is not None and len(parent_id) != 16:
-                parent_id = normalize_id(parent_id, 16)
+            if parent_id is not None:
+                parent_id = (
+                    parent_id.lower() if len(parent_id) == 16 else normalize_id(parent_id, 16)
+                )
             kind = raw.get("kind", 0)
             if kind.__class__ is not int:
                 kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0

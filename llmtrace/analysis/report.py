@@ -11,10 +11,11 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
@@ -24,9 +25,12 @@ from llmtrace.analysis.breakdown import (
     declared_stage,
     is_model_call,
 )
-from llmtrace.analysis.evidence import FactSink, ModelCall, RootFacts, root_facts
+from llmtrace.analysis.evidence import FactSink, ModelCall, root_facts
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.stats import Distribution, distribution, histogram
+
+if TYPE_CHECKING:
+    from llmtrace.analysis.native import NativeTraces
 
 SCHEMA = "llmtrace.report/1"
 SLOWEST = 10
@@ -349,21 +353,45 @@ def load_report_file(path: Path) -> Report | None:
 
 
 @dataclass(slots=True)
-class _Accumulator:
-    """Per-trace results gathered in one pass, aligned by index."""
+class _TraceInfo:
+    """What the report shows of one trace besides its times."""
 
-    traces: list[Trace] = field(default_factory=list)
+    trace_id: str
+    root: str
+    orphan: bool
+
+
+def _no_trace(index: int) -> Any:
+    raise IndexError(index)
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """Per-trace results gathered in one pass, as columns aligned by trace."""
+
     durations: list[float] = field(default_factory=list)
-    stage_rows: list[dict[str, float]] = field(default_factory=list)
-    roots: list[RootFacts] = field(default_factory=list)
+    columns: dict[str, list[float]] = field(default_factory=dict)  # stages with any time
+    bench_runs: list[str | None] = field(default_factory=list)
+    concurrency: list[int | None] = field(default_factory=list)
+    question_sets: list[str | None] = field(default_factory=list)
+    orphans: int = 0
+    started: int | None = None  # earliest root start (unix ns)
+    ended: int | None = None  # latest root end
     sink: FactSink = field(default_factory=FactSink)
     unclaimed: dict[str, float] = field(default_factory=dict)
     excluded_warmup: int = 0
+    info: Callable[[int], _TraceInfo] = _no_trace
+    # the i-th trace as Python objects (for the waterfall of the slowest one)
+    full_trace: Callable[[int], Trace] = _no_trace
 
 
 def _collect(traceset: TraceSet, run: str | None) -> _Accumulator:
+    if traceset.native is not None:
+        return _collect_native(traceset.native, run)
     acc = _Accumulator()
     unclaimed = acc.unclaimed
+    kept: list[Trace] = []
+    rows: list[dict[str, float]] = []
     for trace in traceset.traces:
         facts = root_facts(trace)
         if facts.warmup:
@@ -380,11 +408,47 @@ def _collect(traceset: TraceSet, run: str | None) -> _Accumulator:
             if stage == "other":
                 unclaimed[segment.span] = unclaimed.get(segment.span, 0.0) + seconds
         acc.sink.add_trace(trace, phases)
-        acc.traces.append(trace)
+        kept.append(trace)
+        rows.append(stages)
         acc.durations.append(trace.duration)
-        acc.stage_rows.append(stages)
-        acc.roots.append(facts)
+        acc.bench_runs.append(facts.bench_run)
+        acc.concurrency.append(facts.bench_concurrency)
+        acc.question_sets.append(facts.bench_question_set_hash)
+    acc.columns = _stage_columns(rows)
+    acc.orphans = sum(1 for trace in kept if trace.orphan)
+    if kept:
+        acc.started = min(trace.root.start for trace in kept)
+        acc.ended = max(trace.root.end for trace in kept)
+    acc.info = lambda i: _TraceInfo(kept[i].trace_id, kept[i].root.name, kept[i].orphan)
+    acc.full_trace = kept.__getitem__
     return acc
+
+
+def _collect_native(traces: NativeTraces, run: str | None) -> _Accumulator:
+    """The same results from the native reader (see ``analysis.native``)."""
+    got = traces.collect(run)
+    selected = traces.selected
+    chosen = got.chosen
+
+    def info(i: int) -> _TraceInfo:
+        trace_id, _, orphan, root, *_ = selected[chosen[i]]
+        return _TraceInfo(trace_id, root, orphan)
+
+    return _Accumulator(
+        durations=got.durations,
+        columns=got.columns,
+        bench_runs=got.bench_runs,
+        concurrency=got.concurrency,
+        question_sets=got.question_sets,
+        orphans=got.orphans,
+        started=got.started,
+        ended=got.ended,
+        sink=got.sink,
+        unclaimed=got.unclaimed,
+        excluded_warmup=got.excluded_warmup,
+        info=info,
+        full_trace=lambda i: traces.trace(chosen[i]),
+    )
 
 
 def _stage_columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
@@ -400,8 +464,8 @@ def _evidence(acc: _Accumulator) -> Evidence:
     sink = acc.sink
     calls: list[ModelCall] = sink.model_calls
     evidence = Evidence(model_calls=len(calls))
-    if acc.traces:
-        evidence.model_calls_per_trace = len(calls) / len(acc.traces)
+    if acc.durations:
+        evidence.model_calls_per_trace = len(calls) / len(acc.durations)
     evidence.input_tokens_mean = _mean(
         [c.input_tokens for c in calls if c.input_tokens is not None]
     )
@@ -435,10 +499,10 @@ def _evidence(acc: _Accumulator) -> Evidence:
     if sink.tool_durations:
         name, durations = max(sink.tool_durations.items(), key=lambda item: math.fsum(item[1]))
         evidence.slowest_tool = {"name": name, "mean": _mean(durations), "calls": len(durations)}
-    if acc.unclaimed and acc.traces:
+    if acc.unclaimed and acc.durations:
         ranked = sorted(acc.unclaimed.items(), key=lambda item: item[1], reverse=True)[:3]
         evidence.unclaimed_spans = [
-            {"name": name, "mean": total / len(acc.traces)} for name, total in ranked
+            {"name": name, "mean": total / len(acc.durations)} for name, total in ranked
         ]
     return evidence
 
@@ -551,24 +615,20 @@ def _samples(durations: list[float], columns: dict[str, list[float]]) -> dict[st
 def _run_metadata(
     acc: _Accumulator, run: str | None, calls: list[ModelCall]
 ) -> dict[str, Any] | None:
-    names = {facts.bench_run for facts in acc.roots if facts.bench_run}
+    names = {name for name in acc.bench_runs if name}
     if run is None and len(names) != 1:
         return None
     name = run if run is not None else next(iter(names))
-    concurrency = Counter(f.bench_concurrency for f in acc.roots if f.bench_concurrency)
-    question_sets = Counter(
-        f.bench_question_set_hash for f in acc.roots if f.bench_question_set_hash
-    )
+    concurrency = Counter(value for value in acc.concurrency if value)
+    question_sets = Counter(value for value in acc.question_sets if value)
     models = Counter(call.model for call in calls)
-    starts = [trace.root.start for trace in acc.traces]
-    ends = [trace.root.end for trace in acc.traces]
     return {
         "name": name,
         "question_set_hash": question_sets.most_common(1)[0][0] if question_sets else None,
         "concurrency": concurrency.most_common(1)[0][0] if concurrency else None,
         "model": models.most_common(1)[0][0] if models else None,
-        "started_at": _iso(min(starts)) if starts else None,
-        "ended_at": _iso(max(ends)) if ends else None,
+        "started_at": _iso(acc.started) if acc.started is not None else None,
+        "ended_at": _iso(acc.ended) if acc.ended is not None else None,
     }
 
 
@@ -593,14 +653,15 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
     """
     with cyclic_gc_paused():
         acc = _collect(traceset, run)
-    columns = _stage_columns(acc.stage_rows)
+    columns = acc.columns
     end_to_end = distribution(acc.durations)
     stages: dict[str, StageSummary] = {}
     for stage, values in columns.items():
         summary = distribution(values)
         assert summary is not None  # a present stage has values
         share = summary.mean / end_to_end.mean if end_to_end and end_to_end.mean > 0 else 0.0
-        stages[stage] = StageSummary(summary, share, sum(1 for v in values if v > 0))
+        # stage times are never negative: the traces with time in it are those without a zero
+        stages[stage] = StageSummary(summary, share, len(values) - values.count(0.0))
     calls = acc.sink.model_calls
     ttfts = [c.time_to_first_token for c in calls if c.time_to_first_token is not None]
     evidence = _evidence(acc)
@@ -616,21 +677,11 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
         bottleneck = Bottleneck(top, stages[top].share, advice)
     order = sorted(range(len(acc.durations)), key=acc.durations.__getitem__, reverse=True)
     jaeger = traceset.jaeger_url
-    slowest = [
-        SlowTrace(
-            trace_id=acc.traces[i].trace_id,
-            duration=acc.durations[i],
-            root=acc.traces[i].root.name,
-            stages=dict(sorted(acc.stage_rows[i].items(), key=lambda item: -item[1])),
-            orphan=acc.traces[i].orphan,
-            url=f"{jaeger}/trace/{acc.traces[i].trace_id}" if jaeger else None,
-        )
-        for i in order[:SLOWEST]
-    ]
+    slowest = [_slow_trace(acc, i, jaeger) for i in order[:SLOWEST]]
     return Report(
         source=traceset.source,
         service=traceset.service,
-        traces=len(acc.traces),
+        traces=len(acc.durations),
         end_to_end=end_to_end,
         stages=stages,
         ttft=distribution(ttfts),
@@ -646,16 +697,29 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
         models=_models(calls),
         evidence=evidence,
         ttft_histogram=histogram(ttfts),
-        waterfall=waterfall(acc.traces[order[0]]) if order else None,
+        waterfall=waterfall(acc.full_trace(order[0])) if order else None,
         excluded_open=traceset.excluded_open,
         excluded_warmup=acc.excluded_warmup,
-        orphans=sum(1 for trace in acc.traces if trace.orphan),
+        orphans=acc.orphans,
         warnings=list(traceset.warnings),
         run=_run_metadata(acc, run, calls),
         jaeger_url=jaeger,
         samples=_samples(acc.durations, columns),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         llmtrace_version=_version(),
+    )
+
+
+def _slow_trace(acc: _Accumulator, i: int, jaeger: str | None) -> SlowTrace:
+    info = acc.info(i)
+    stages = {stage: values[i] for stage, values in acc.columns.items() if values[i] > 0}
+    return SlowTrace(
+        trace_id=info.trace_id,
+        duration=acc.durations[i],
+        root=info.root,
+        stages=dict(sorted(stages.items(), key=lambda item: -item[1])),
+        orphan=info.orphan,
+        url=f"{jaeger}/trace/{info.trace_id}" if jaeger else None,
     )
 
 

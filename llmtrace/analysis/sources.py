@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import httpx
 import orjson
 
+from llmtrace.analysis import native
 from llmtrace.analysis.model import NANOS, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.otlp import OTLPFormatError, SpanCollector, documents_from_stream
 from llmtrace.errors import SourceError
@@ -103,11 +104,22 @@ def load_traces(
     with cyclic_gc_paused():
         if is_jaeger_url(source):
             traceset = _load_jaeger(source, service, since_time, until_time, limit, trace_id)
+        elif native.available():
+            # The native reader applies the same filters while it links the traces.
+            traceset = _load_files_native(
+                Path(source), trace_id, service, _nanos(since_time), _nanos(until_time), limit
+            )
+            traceset.service = service
+            return traceset
         else:
             traceset = _load_files(Path(source))
     traceset.service = service
     traceset.traces = _filter(traceset.traces, service, since_time, until_time, limit, trace_id)
     return traceset
+
+
+def _nanos(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * NANOS)
 
 
 def _filter(
@@ -214,7 +226,7 @@ def _read_file(path: Path, collector: SpanCollector, warnings: list[str]) -> Non
         _warn(warnings, f"{path}: cannot read ({exc})")
 
 
-def _load_files(path: Path) -> TraceSet:
+def _source_files(path: Path) -> list[Path]:
     if not path.exists():
         raise SourceError(
             f"no traces at {path}: run an application with llmtrace.init() first, or pass a "
@@ -223,6 +235,33 @@ def _load_files(path: Path) -> TraceSet:
     files = trace_files(path) if path.is_dir() else rotated_family(path)
     if not files:
         raise SourceError(f"no trace files (*.jsonl, *.jsonl.N, *.json, *.gz) in {path}")
+    return files
+
+
+def _load_files_native(
+    path: Path,
+    trace_id: str | None,
+    service: str | None,
+    since: int | None,
+    until: int | None,
+    limit: int | None,
+) -> TraceSet:
+    traces, excluded_open, problems = native.read_files(
+        _source_files(path),
+        trace_id=trace_id,
+        service=service,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+    warnings: list[str] = []
+    for problem in problems:
+        _warn(warnings, problem)
+    return TraceSet(str(path), excluded_open=excluded_open, warnings=warnings, native=traces)
+
+
+def _load_files(path: Path) -> TraceSet:
+    files = _source_files(path)
     collector = SpanCollector()
     warnings: list[str] = []
     for file in files:

@@ -10,6 +10,15 @@ from pathlib import Path
 import pytest
 
 APPS = Path(__file__).resolve().parent / "apps"
+
+
+@pytest.fixture(params=["native", "python"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Trace files read by the native reader (``llmtrace_native``), then by the Python one."""
+    monkeypatch.setenv("LLMTRACE_NATIVE", "1" if request.param == "native" else "0")
+    return str(request.param)
+
+
 REPO = Path(__file__).resolve().parents[2]
 REQUESTS = 50
 

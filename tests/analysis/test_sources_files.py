@@ -11,6 +11,9 @@ from llmtrace.analysis.sources import load_traces
 from llmtrace.errors import SourceError
 from tests.analysis.otlp_lines import MS, T0, otlp_span, request_line, simple_trace
 
+# Every test here runs with the native reader and with the Python reader.
+pytestmark = pytest.mark.usefixtures("reader")
+
 
 def write(path: Path, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,143 @@
+"""The native reader for trace files: ``llmtrace_native``, built from ``native/`` in Rust.
+
+``llmtrace report`` on a file or directory reads, links and breaks down traces with it when it is
+installed (``scripts/setup.sh`` builds it), about ten times faster than the Python path and in a
+fraction of the memory: a day of traces is millions of spans. It implements the rules of
+``otlp.py``, ``breakdown.py`` and ``evidence.py`` step for step; the Python code stays the
+reference (and the path for Jaeger, whose answers are paged and small), and
+``tests/analysis/test_native.py`` builds every report both ways and requires the same result.
+A change to the rules is made in both places.
+
+``LLMTRACE_NATIVE=0`` turns it off (the Python path is then used everywhere).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmtrace.analysis.evidence import FactSink, ModelCall
+from llmtrace.analysis.model import Span, Trace
+from llmtrace.analysis.otlp import link_children
+
+try:
+    import llmtrace_native as _native
+except ImportError:  # not built: the pure-Python path is used
+    _native = None  # type: ignore[assignment]
+
+_OFF = frozenset({"0", "false", "no", "off"})
+
+
+def available() -> bool:
+    """Whether trace files are read natively (installed, and not turned off)."""
+    return _native is not None and os.environ.get("LLMTRACE_NATIVE", "").lower() not in _OFF
+
+
+def is_whole_document(path: Path) -> bool:
+    """A ``.json`` file holds whole JSON documents; everything else is OTLP JSON lines."""
+    return path.suffix == ".json" or path.name.endswith(".json.gz")
+
+
+@dataclass(slots=True)
+class Collected:
+    """Per-trace results as columns aligned by trace (see ``report._collect``)."""
+
+    chosen: list[int]  # index into ``NativeTraces.selected`` of each trace
+    durations: list[float]
+    columns: dict[str, list[float]]  # stages with any time, in vocabulary order
+    bench_runs: list[str | None]
+    concurrency: list[int | None]
+    question_sets: list[str | None]
+    orphans: int
+    started: int | None
+    ended: int | None
+    sink: FactSink
+    unclaimed: dict[str, float]
+    excluded_warmup: int
+
+
+class NativeTraces:
+    """Traces read and linked by ``llmtrace_native``, kept in its compact form.
+
+    The report asks for per-trace results (``collect``); Python ``Trace`` objects are made only
+    when asked for (``trace``, ``traces``): the slowest trace's waterfall, or a caller that walks
+    the spans itself.
+    """
+
+    def __init__(self, store: _native.TraceStore) -> None:
+        self._store = store
+        # (trace id, root span id, orphan, root name, root start, root end) per chosen trace
+        self.selected = store.selected()
+        self._trees: dict[str, list[Span]] = {}
+
+    def __len__(self) -> int:
+        return len(self.selected)
+
+    def collect(self, run: str | None) -> Collected:
+        """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s)."""
+        traces, (calls, sizes, tools), unclaimed, excluded_warmup = self._store.collect(run)
+        chosen, durations, columns, (runs, concurrency, question_sets), orphans, start, end = traces
+        returned, top_k, query_hashes, rerank, embedding, prompt = sizes
+        sink = FactSink(
+            model_calls=list(map(ModelCall._make, calls)),
+            retrieval_returned=returned,
+            retrieval_top_k=top_k,
+            retrieval_query_hashes=query_hashes,
+            rerank_inputs=rerank,
+            embedding_inputs=embedding,
+            prompt_chars=prompt,
+            tool_durations=dict(tools),
+        )
+        return Collected(
+            chosen=chosen,
+            durations=durations,
+            columns=dict(columns),
+            bench_runs=runs,
+            concurrency=concurrency,
+            question_sets=question_sets,
+            orphans=orphans,
+            started=start,
+            ended=end,
+            sink=sink,
+            unclaimed=dict(unclaimed),
+            excluded_warmup=excluded_warmup,
+        )
+
+    def trace(self, index: int) -> Trace:
+        """The ``index``-th chosen trace as Python objects."""
+        trace_id, root_id, orphan, *_ = self.selected[index]
+        roots = self._trees.get(trace_id)
+        if roots is None:
+            spans = {
+                span_id: Span(span_id, parent, name, kind, start, end, attributes, service)
+                for span_id, parent, name, kind, start, end, attributes, service in (
+                    self._store.trace_spans(index)
+                )
+            }
+            roots = self._trees[trace_id] = link_children(spans)
+        (root,) = [span for span in roots if span.span_id == root_id]
+        return Trace(trace_id, root, orphan=orphan)
+
+    def traces(self) -> list[Trace]:
+        return [self.trace(index) for index in range(len(self.selected))]
+
+
+def read_files(
+    files: Iterable[Path],
+    *,
+    trace_id: str | None,
+    service: str | None,
+    since: int | None,
+    until: int | None,
+    limit: int | None,
+) -> tuple[NativeTraces, int, list[str]]:
+    """Read trace files natively; return the chosen traces, open traces left out, problems."""
+    assert _native is not None
+    store = _native.TraceStore()
+    warnings: list[str] = []
+    for file in files:
+        warnings.extend(store.read_file(str(file), is_whole_document(file)))
+    store.assemble(trace_id=trace_id, service=service, since=since, until=until, limit=limit)
+    return NativeTraces(store), store.excluded_open, warnings

@@ -1,0 +1,597 @@
+//! The per-trace breakdown and the facts advice cites: the rules of
+//! `llmtrace/analysis/breakdown.py` and `evidence.py`, step for step, so that a report built from
+//! these results is the report the Python code builds (tests/analysis/test_native.py compares
+//! the two on the same files). Change both together.
+
+use std::collections::HashMap;
+
+use crate::model::{
+    key, stage_index, Value, GENERATION, KIND_SERVER, NANOS, NETWORK, OTHER, QUEUE, TTFT,
+};
+use crate::store::Group;
+
+/// Python's `max(a, b)`: `a` unless `b` is greater (so NaN behaves as it does there).
+fn py_max(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// Python's `min(a, b)`: `a` unless `b` is smaller.
+fn py_min(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// Python's `x or default` for an optional float.
+fn or_else(value: Option<f64>, default: f64) -> f64 {
+    match value {
+        Some(v) if v != 0.0 => v,
+        _ => default,
+    }
+}
+
+pub struct Segment {
+    pub stage: u8,
+    pub start: i64,
+    pub end: i64,
+    pub span: u32,
+}
+
+#[derive(Clone, Copy)]
+pub struct Phases {
+    pub network: f64,
+    pub queue: f64,
+    pub ttft: f64,
+    pub generation: f64,
+    pub server_joined: bool,
+}
+
+struct ServerTimings {
+    queue: f64,
+    time_to_first_token: Option<f64>,
+    end_to_end: Option<f64>,
+}
+
+enum Declared {
+    Unset,
+    Model,
+    Stage(u8),
+}
+
+const MODEL_OPERATIONS: [&str; 3] = ["chat", "text_completion", "generate_content"];
+
+impl Group {
+    fn declared(&self, i: u32) -> Declared {
+        match self.span(i).get(key::STAGE) {
+            None => Declared::Unset,
+            Some(Value::Str(stage)) if &**stage == "ttft" => Declared::Model,
+            Some(Value::Str(stage)) => Declared::Stage(stage_index(stage).unwrap_or(OTHER)),
+            Some(_) => Declared::Stage(OTHER),
+        }
+    }
+
+    fn is_unstaged_model_call(&self, i: u32) -> bool {
+        let span = self.span(i);
+        let operation = span.get(key::OPERATION_NAME).and_then(Value::as_str);
+        operation.is_some_and(|op| MODEL_OPERATIONS.contains(&op))
+            && (span.has(key::TIME_TO_FIRST_TOKEN) || span.has(key::TIME_TO_FIRST_CHUNK))
+    }
+
+    pub fn is_model_call(&self, i: u32) -> bool {
+        match self.span(i).get(key::STAGE) {
+            Some(stage) => stage.as_str() == Some("ttft"),
+            None => self.is_unstaged_model_call(i),
+        }
+    }
+
+    fn first_token_time(&self, i: u32) -> Option<f64> {
+        let span = self.span(i);
+        span.seconds(key::TIME_TO_FIRST_TOKEN)
+            .or_else(|| span.seconds(key::TIME_TO_FIRST_CHUNK))
+    }
+
+    fn find_server_span(&self, i: u32) -> Option<u32> {
+        let mut stack: Vec<u32> = self.children(i).to_vec();
+        while let Some(child) = stack.pop() {
+            if self.span(child).kind == KIND_SERVER {
+                return Some(child);
+            }
+            stack.extend_from_slice(self.children(child));
+        }
+        None
+    }
+
+    fn queue_spans(&self, server: u32) -> (f64, bool) {
+        let mut total = 0.0;
+        let mut has_proxy_span = false;
+        let mut stack: Vec<u32> = self.children(server).to_vec();
+        while let Some(i) = stack.pop() {
+            let span = self.span(i);
+            if span.get(key::STAGE).and_then(Value::as_str) == Some("queue") {
+                total += py_max(span.duration(), 0.0);
+                has_proxy_span = has_proxy_span
+                    || span.get(key::QUEUE_NAME).and_then(Value::as_str) == Some("proxy");
+            } else {
+                stack.extend_from_slice(self.children(i));
+            }
+        }
+        (total, has_proxy_span)
+    }
+
+    fn server_timings(&self, i: u32) -> Option<ServerTimings> {
+        if let Some(server) = self.find_server_span(i) {
+            let span = self.span(server);
+            if span.has(key::LATENCY_TIME_IN_QUEUE) || span.has(key::LATENCY_E2E) {
+                // vLLM's llm_request span
+                return Some(ServerTimings {
+                    queue: or_else(span.seconds(key::LATENCY_TIME_IN_QUEUE), 0.0),
+                    time_to_first_token: span.seconds(key::LATENCY_TIME_TO_FIRST_TOKEN),
+                    end_to_end: Some(or_else(span.seconds(key::LATENCY_E2E), span.duration())),
+                });
+            }
+            let (queued, has_proxy_span) = self.queue_spans(server);
+            let proxy_queue = or_else(span.seconds(key::SERVER_PROXY_QUEUE_TIME), 0.0);
+            let server_ttft = span
+                .seconds(key::SERVER_TIME_TO_FIRST_TOKEN)
+                .or_else(|| span.seconds(key::TIME_TO_FIRST_TOKEN));
+            return Some(ServerTimings {
+                queue: queued + if has_proxy_span { 0.0 } else { proxy_queue },
+                time_to_first_token: server_ttft,
+                end_to_end: (span.end > span.start).then(|| span.duration()),
+            });
+        }
+        // Timings the server reported in its response (TGI headers, llama.cpp body timings).
+        let span = self.span(i);
+        let queue = span.seconds(key::SERVER_QUEUE_TIME);
+        let prompt = span.seconds(key::SERVER_PROMPT_TIME);
+        let generation = span.seconds(key::SERVER_GENERATION_TIME);
+        let inference = span.seconds(key::SERVER_INFERENCE_TIME);
+        let mut first_token = span.seconds(key::SERVER_TIME_TO_FIRST_TOKEN);
+        let mut total = span.seconds(key::SERVER_PROCESSING_TIME);
+        if first_token.is_none() {
+            if let Some(prompt) = prompt {
+                first_token = Some(or_else(queue, 0.0) + prompt);
+            }
+        }
+        if total.is_none() {
+            if let (Some(a), Some(b)) = (first_token, generation) {
+                total = Some(0.0 + a + b);
+            }
+        }
+        if total.is_none() {
+            if let Some(inference) = inference {
+                total = Some(or_else(queue, 0.0) + inference);
+            }
+        }
+        if queue.is_none() && first_token.is_none() && total.is_none() {
+            return None;
+        }
+        Some(ServerTimings {
+            queue: or_else(queue, 0.0),
+            time_to_first_token: first_token,
+            end_to_end: total,
+        })
+    }
+
+    fn transport_time(&self, i: u32) -> f64 {
+        let span = self.span(i);
+        let mut total = 0.0;
+        for name in [key::HTTP_CONNECT, key::HTTP_TLS, key::HTTP_REQUEST_SENT] {
+            if let Some(value) = span.seconds(name) {
+                if value > 0.0 {
+                    total += value;
+                }
+            }
+        }
+        total
+    }
+
+    pub fn model_phases(&self, i: u32) -> Phases {
+        let span = self.span(i);
+        let duration = py_max(span.duration(), 0.0);
+        let mut client_first = self
+            .first_token_time(i)
+            .map(|v| py_min(py_max(v, 0.0), duration));
+        let server = self.server_timings(i);
+        let mut network: Option<f64> = None;
+        let mut queue = 0.0;
+        if let Some(server) = &server {
+            queue = server.queue;
+            if let (Some(first), Some(server_first)) = (client_first, server.time_to_first_token) {
+                network = Some(first - server_first);
+            } else if let Some(e2e) = server.end_to_end {
+                network = Some(duration - e2e);
+            }
+            if client_first.is_none() {
+                if let (Some(server_first), Some(e2e)) =
+                    (server.time_to_first_token, server.end_to_end)
+                {
+                    let decode = py_max(e2e - server_first, 0.0);
+                    client_first = Some(py_max(duration - decode, 0.0));
+                }
+            }
+        }
+        let network = network.unwrap_or_else(|| self.transport_time(i));
+        let first = client_first.unwrap_or(duration);
+        let network = py_min(py_max(network, 0.0), first);
+        let queue = py_min(py_max(queue, 0.0), first - network);
+        Phases {
+            network,
+            queue,
+            ttft: first - network - queue,
+            generation: duration - first,
+            server_joined: server.is_some(),
+        }
+    }
+
+    fn emit_model_call(&self, i: u32, low: i64, high: i64, out: &mut Vec<Segment>) {
+        let phases = self.model_phases(i);
+        let span = self.span(i);
+        let mut boundary = span.start;
+        for (stage, seconds) in [
+            (NETWORK, phases.network),
+            (QUEUE, phases.queue),
+            (TTFT, phases.ttft),
+            (GENERATION, phases.generation),
+        ] {
+            let phase_start = boundary;
+            boundary = if stage == GENERATION {
+                span.end
+            } else {
+                boundary + (seconds * NANOS).round_ties_even() as i64
+            };
+            let start = phase_start.max(low);
+            let end = boundary.min(high);
+            if end > start {
+                out.push(Segment {
+                    stage,
+                    start,
+                    end,
+                    span: i,
+                });
+            }
+        }
+    }
+
+    fn walk(&self, i: u32, low: i64, high: i64, inherited: u8, out: &mut Vec<Segment>) {
+        let stage = match self.declared(i) {
+            Declared::Unset => {
+                if self.is_unstaged_model_call(i) {
+                    self.emit_model_call(i, low, high, out);
+                    return;
+                }
+                inherited
+            }
+            Declared::Model => {
+                self.emit_model_call(i, low, high, out);
+                return;
+            }
+            Declared::Stage(stage) => stage,
+        };
+        let children = self.children(i);
+        if children.is_empty() {
+            out.push(Segment {
+                stage,
+                start: low,
+                end: high,
+                span: i,
+            });
+            return;
+        }
+        let mut ordered: Vec<u32> = children.to_vec();
+        if ordered.len() > 1 {
+            ordered.sort_by_key(|child| std::cmp::Reverse(self.span(*child).end));
+        }
+        let mut cursor = high;
+        for child in ordered {
+            let span = self.span(child);
+            if span.start >= cursor {
+                continue; // entirely after the stretch already explained: concurrent work
+            }
+            let child_end = span.end.min(cursor);
+            if child_end <= low {
+                break;
+            }
+            let child_start = span.start.max(low);
+            if child_end <= child_start {
+                continue;
+            }
+            if child_end < cursor {
+                out.push(Segment {
+                    stage,
+                    start: child_end,
+                    end: cursor,
+                    span: i,
+                });
+            }
+            self.walk(child, child_start, child_end, stage, out);
+            cursor = child_start;
+            if cursor <= low {
+                break;
+            }
+        }
+        if cursor > low {
+            out.push(Segment {
+                stage,
+                start: low,
+                end: cursor,
+                span: i,
+            });
+        }
+    }
+
+    /// The root's duration as consecutive stage segments along the critical path, in time order.
+    pub fn critical_path(&self, root: u32) -> Vec<Segment> {
+        let span = self.span(root);
+        let mut out = Vec::new();
+        if span.end > span.start {
+            self.walk(root, span.start, span.end, OTHER, &mut out);
+        }
+        out.sort_by_key(|segment| segment.start);
+        out
+    }
+}
+
+/// What a trace's root says about the benchmark run it belongs to.
+#[derive(Default)]
+pub struct RootFacts {
+    pub bench_run: Option<String>,
+    pub concurrency: Option<i64>,
+    pub question_set: Option<String>,
+    pub warmup: bool,
+}
+
+pub fn root_facts(group: &Group, root: u32) -> RootFacts {
+    let span = group.span(root);
+    if !span.has(key::BENCH_RUN) && !span.has(key::BENCH_WARMUP) {
+        return RootFacts::default();
+    }
+    let run = span
+        .get(key::BENCH_RUN)
+        .filter(|v| !matches!(v, Value::None));
+    let question_set = span
+        .get(key::BENCH_QUESTION_SET_HASH)
+        .filter(|v| v.truthy());
+    RootFacts {
+        bench_run: run.map(Value::py_str),
+        concurrency: span.get(key::BENCH_CONCURRENCY).and_then(Value::count),
+        question_set: question_set.map(Value::py_str),
+        warmup: matches!(span.get(key::BENCH_WARMUP), Some(Value::Bool(true))),
+    }
+}
+
+/// One model call as the client saw it (`evidence.ModelCall`).
+pub struct ModelCall {
+    pub model: String,
+    pub duration: f64,
+    pub time_to_first_token: Option<f64>,
+    pub generation_time: Option<f64>,
+    pub output_tokens_per_second: Option<f64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub streamed: Option<bool>,
+    pub queue: f64,
+    pub network: f64,
+    pub server_joined: bool,
+    pub connect: Option<f64>,
+    pub finish_reasons: Vec<String>,
+    pub max_tokens: Option<i64>,
+    pub input_hash: Option<i64>,
+}
+
+fn model_call(group: &Group, i: u32) -> ModelCall {
+    let span = group.span(i);
+    let duration = py_max(span.duration(), 0.0);
+    let ttft = group.first_token_time(i);
+    let mut generation = span.seconds(key::GENERATION_TIME);
+    if generation.is_none() {
+        if let Some(first) = ttft {
+            generation = Some(py_max(duration - first, 0.0));
+        }
+    }
+    let output_tokens = span.get(key::OUTPUT_TOKENS).and_then(Value::count);
+    let mut speed = span.seconds(key::OUTPUT_TOKENS_PER_SECOND);
+    if speed.is_none() {
+        if let (Some(tokens), Some(seconds)) = (output_tokens, generation) {
+            if tokens != 0 && seconds != 0.0 {
+                speed = Some(tokens as f64 / seconds);
+            }
+        }
+    }
+    let phases = group.model_phases(i);
+    let model = span
+        .get(key::RESPONSE_MODEL)
+        .filter(|v| v.truthy())
+        .or_else(|| span.get(key::REQUEST_MODEL))
+        .filter(|v| v.truthy());
+    let streamed = match span.get(key::REQUEST_STREAM) {
+        Some(Value::Bool(flag)) => Some(*flag),
+        _ => ttft.map(|_| true),
+    };
+    let finish_reasons = match span.get(key::FINISH_REASONS) {
+        Some(Value::List(items)) => items.iter().map(Value::py_str).collect(),
+        _ => Vec::new(),
+    };
+    let input_hash = match span.get(key::INPUT_MESSAGES) {
+        Some(Value::Int(hash)) => Some(*hash),
+        Some(Value::Bool(flag)) => Some(i64::from(*flag)),
+        _ => None,
+    };
+    ModelCall {
+        model: model
+            .map(Value::py_str)
+            .unwrap_or_else(|| "unknown".to_string()),
+        duration,
+        time_to_first_token: ttft,
+        generation_time: generation,
+        output_tokens_per_second: speed,
+        input_tokens: span.get(key::INPUT_TOKENS).and_then(Value::count),
+        output_tokens,
+        streamed,
+        queue: phases.queue,
+        network: phases.network,
+        server_joined: phases.server_joined,
+        connect: span.seconds(key::HTTP_CONNECT),
+        finish_reasons,
+        max_tokens: span.get(key::REQUEST_MAX_TOKENS).and_then(Value::count),
+        input_hash,
+    }
+}
+
+/// Facts gathered across traces (`evidence.FactSink`), in the order the Python walk finds them.
+#[derive(Default)]
+pub struct Sink {
+    pub model_calls: Vec<ModelCall>,
+    pub retrieval_returned: Vec<i64>,
+    pub retrieval_top_k: Vec<i64>,
+    pub retrieval_query_hashes: Vec<i64>,
+    pub rerank_inputs: Vec<i64>,
+    pub embedding_inputs: Vec<i64>,
+    pub prompt_chars: Vec<i64>,
+    pub tool_durations: Vec<(String, Vec<f64>)>,
+    tool_index: HashMap<String, usize>,
+}
+
+/// Size attributes by the stage whose spans carry them (`FactSink._by_stage`).
+const SIZES: [(&str, u8); 5] = [
+    ("retrieval", key::RETRIEVAL_RETURNED),
+    ("retrieval", key::RETRIEVAL_TOP_K),
+    ("rerank", key::RERANK_INPUT_COUNT),
+    ("embedding", key::EMBEDDING_INPUT_COUNT),
+    ("prompt", key::PROMPT_CHARS),
+];
+
+impl Sink {
+    fn bucket(&mut self, name: u8) -> &mut Vec<i64> {
+        match name {
+            key::RETRIEVAL_RETURNED => &mut self.retrieval_returned,
+            key::RETRIEVAL_TOP_K => &mut self.retrieval_top_k,
+            key::RERANK_INPUT_COUNT => &mut self.rerank_inputs,
+            key::EMBEDDING_INPUT_COUNT => &mut self.embedding_inputs,
+            _ => &mut self.prompt_chars,
+        }
+    }
+
+    pub fn add_trace(&mut self, group: &Group, root: u32) {
+        let mut stack = vec![root];
+        while let Some(i) = stack.pop() {
+            stack.extend_from_slice(group.children(i));
+            let span = group.span(i);
+            if span.attrs.is_empty() {
+                continue;
+            }
+            if group.is_model_call(i) {
+                self.model_calls.push(model_call(group, i));
+                continue;
+            }
+            let stage = span.get(key::STAGE);
+            for (owner, name) in SIZES {
+                let applies = match stage {
+                    None => true,
+                    Some(Value::Str(s)) => &**s == owner,
+                    Some(_) => false,
+                };
+                if applies {
+                    if let Some(count) = span.get(name).and_then(Value::count) {
+                        self.bucket(name).push(count);
+                    }
+                }
+            }
+            let stage_name = stage.map(|v| v.as_str());
+            match stage_name {
+                None | Some(Some("retrieval")) => {
+                    if let Some(Value::Int(hash)) = span.get(key::RETRIEVAL_QUERY_TEXT) {
+                        self.retrieval_query_hashes.push(*hash);
+                    }
+                }
+                Some(Some("tool")) => {
+                    let tool = match span.get(key::TOOL_NAME).filter(|v| v.truthy()) {
+                        Some(value) => value.py_str(),
+                        None => span.name.to_string(),
+                    };
+                    let duration = py_max(span.duration(), 0.0);
+                    let index = match self.tool_index.get(&tool) {
+                        Some(index) => *index,
+                        None => {
+                            self.tool_index
+                                .insert(tool.clone(), self.tool_durations.len());
+                            self.tool_durations.push((tool, Vec::new()));
+                            self.tool_durations.len() - 1
+                        }
+                    };
+                    self.tool_durations[index].1.push(duration);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// One analysed trace: its position among the selected traces, duration and stage seconds.
+pub struct TraceRow {
+    pub selected: usize,
+    pub duration: f64,
+    pub stages: Vec<(u8, f64)>,
+    pub facts: RootFacts,
+}
+
+/// Everything `report._collect` gathers, for every selected trace of one run.
+#[derive(Default)]
+pub struct Collected {
+    pub rows: Vec<TraceRow>,
+    pub sink: Sink,
+    pub unclaimed: Vec<(String, f64)>,
+    pub excluded_warmup: usize,
+}
+
+pub fn collect<'a>(
+    traces: impl Iterator<Item = (usize, &'a Group, u32)>,
+    run: Option<&str>,
+) -> Collected {
+    let mut result = Collected::default();
+    let mut unclaimed_index: HashMap<String, usize> = HashMap::new();
+    for (selected, group, root) in traces {
+        let facts = root_facts(group, root);
+        if facts.warmup {
+            result.excluded_warmup += 1;
+            continue;
+        }
+        if let Some(run) = run {
+            if facts.bench_run.as_deref() != Some(run) {
+                continue;
+            }
+        }
+        let mut stages: Vec<(u8, f64)> = Vec::with_capacity(8);
+        for segment in group.critical_path(root) {
+            let seconds = (segment.end - segment.start) as f64 / NANOS;
+            match stages.iter_mut().find(|(stage, _)| *stage == segment.stage) {
+                Some(entry) => entry.1 += seconds,
+                None => stages.push((segment.stage, 0.0 + seconds)),
+            }
+            if segment.stage == OTHER {
+                let name = &group.span(segment.span).name;
+                match unclaimed_index.get(&**name) {
+                    Some(index) => result.unclaimed[*index].1 += seconds,
+                    None => {
+                        unclaimed_index.insert(name.to_string(), result.unclaimed.len());
+                        result.unclaimed.push((name.to_string(), 0.0 + seconds));
+                    }
+                }
+            }
+        }
+        result.sink.add_trace(group, root);
+        result.rows.push(TraceRow {
+            selected,
+            duration: group.span(root).duration(),
+            stages,
+            facts,
+        });
+    }
+    result
+}

@@ -1,0 +1,332 @@
+//! Reading trace files into spans grouped by trace, then linking them into trees
+//! (`SpanCollector` and `link_children` in otlp.py, `_read_file` and `_filter` in sources.py).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::thread;
+
+use crate::model::{FastMap, Id, SpanRec};
+use crate::parse::{parse_document, parse_stream, LineError, Parsed};
+
+/// Bytes read at a time; lines of a block are parsed on every core.
+const BLOCK: usize = 32 << 20;
+/// Problems reported per file; more would only repeat the first ones.
+pub const MAX_WARNINGS: usize = 51;
+
+/// The spans of one trace id, and after `link` its trees (children of span `i` are
+/// `children[offsets[i]..offsets[i + 1]]`, in the order the spans were read).
+pub struct Group {
+    pub trace_id: Id,
+    pub spans: Vec<SpanRec>,
+    offsets: Vec<u32>,
+    children: Vec<u32>,
+}
+
+impl Group {
+    pub fn span(&self, i: u32) -> &SpanRec {
+        &self.spans[i as usize]
+    }
+
+    pub fn children(&self, i: u32) -> &[u32] {
+        let i = i as usize;
+        &self.children[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Drop repeated spans (overlapping files or query pages; the first copy stays), attach
+    /// each span to its parent and return the roots: true roots and orphan subtrees.
+    fn link(&mut self) -> Vec<u32> {
+        let mut index: FastMap<Id, u32> =
+            FastMap::with_capacity_and_hasher(self.spans.len(), Default::default());
+        let mut repeated = false;
+        for (i, span) in self.spans.iter().enumerate() {
+            if index.contains_key(&span.span_id) {
+                repeated = true;
+            } else {
+                index.insert(span.span_id.clone(), i as u32);
+            }
+        }
+        if repeated {
+            let mut first = 0u32..;
+            let positions: Vec<bool> = self
+                .spans
+                .iter()
+                .map(|span| index.get(&span.span_id) == first.next().as_ref())
+                .collect();
+            let mut keep = positions.into_iter();
+            self.spans.retain(|_| keep.next().unwrap_or(false));
+            index.clear();
+            for (i, span) in self.spans.iter().enumerate() {
+                index.insert(span.span_id.clone(), i as u32);
+            }
+        }
+        let count = self.spans.len();
+        let mut parents: Vec<Option<u32>> = Vec::with_capacity(count);
+        let mut roots = Vec::new();
+        for (i, span) in self.spans.iter_mut().enumerate() {
+            let parent = span.parent.as_ref().and_then(|id| index.get(id).copied());
+            match parent {
+                Some(p) if p as usize != i => {
+                    if span.end <= 0 || span.end < span.start {
+                        // A child still open when its trace was exported claims no time.
+                        span.end = span.start;
+                    }
+                    parents.push(Some(p));
+                }
+                _ => {
+                    roots.push(i as u32);
+                    parents.push(None);
+                }
+            }
+        }
+        let mut offsets = vec![0u32; count + 1];
+        for p in parents.iter().flatten() {
+            offsets[*p as usize + 1] += 1;
+        }
+        for i in 0..count {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut children = vec![0u32; offsets[count] as usize];
+        for (i, parent) in parents.iter().enumerate() {
+            if let Some(p) = parent {
+                let slot = &mut fill[*p as usize];
+                children[*slot as usize] = i as u32;
+                *slot += 1;
+            }
+        }
+        self.offsets = offsets;
+        self.children = children;
+        roots
+    }
+
+    fn subtree_has_service(&self, root: u32, service: &str) -> bool {
+        let mut stack = vec![root];
+        while let Some(i) = stack.pop() {
+            if self.span(i).service.as_deref() == Some(service) {
+                return true;
+            }
+            stack.extend_from_slice(self.children(i));
+        }
+        false
+    }
+}
+
+/// A complete trace chosen for analysis: a root of a group.
+#[derive(Clone, Copy)]
+pub struct Selected {
+    pub group: u32,
+    pub root: u32,
+    pub orphan: bool,
+}
+
+pub struct Filters<'a> {
+    pub trace_id: Option<&'a str>,
+    pub service: Option<&'a str>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub limit: Option<usize>,
+}
+
+#[derive(Default)]
+pub struct Store {
+    pub groups: Vec<Group>,
+    index: FastMap<Id, u32>,
+    pub selected: Vec<Selected>,
+    pub excluded_open: usize,
+    pub spans_read: usize,
+}
+
+fn workers() -> usize {
+    thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8)
+}
+
+impl Store {
+    fn add(&mut self, parsed: Vec<Parsed>) {
+        for Parsed { trace_id, span } in parsed {
+            let group = match self.index.get(&trace_id) {
+                Some(group) => *group as usize,
+                None => {
+                    self.index
+                        .insert(trace_id.clone(), self.groups.len() as u32);
+                    self.groups.push(Group {
+                        trace_id,
+                        spans: Vec::new(),
+                        offsets: Vec::new(),
+                        children: Vec::new(),
+                    });
+                    self.groups.len() - 1
+                }
+            };
+            self.groups[group].spans.push(span);
+            self.spans_read += 1;
+        }
+    }
+
+    /// Read one trace file (plain or gzip). Returns problems met, each with file and line.
+    pub fn read_file(&mut self, path: &str, whole_document: bool) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Err(error) = self.read_path(path, whole_document, &mut warnings) {
+            push_warning(&mut warnings, format!("{path}: cannot read ({error})"));
+        }
+        warnings
+    }
+
+    fn read_path(&mut self, path: &str, whole: bool, warnings: &mut Vec<String>) -> io::Result<()> {
+        let mut file = BufReader::with_capacity(1 << 16, File::open(path)?);
+        let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+        let mut reader: Box<dyn Read> = if gzip {
+            Box::new(flate2::read::MultiGzDecoder::new(file))
+        } else {
+            Box::new(file)
+        };
+        if whole {
+            // A whole-file JSON document (pretty-printed OTLP, a saved Jaeger answer), or
+            // several back to back; when it is not one, it is read line by line instead.
+            let mut data = Vec::new();
+            reader.read_to_end(&mut data)?;
+            let mut parsed = Vec::new();
+            if parse_stream(&data, &mut parsed).is_ok() {
+                self.add(parsed);
+                return Ok(());
+            }
+            let mut line = 0;
+            self.read_lines(&data, path, &mut line, warnings);
+            return Ok(());
+        }
+        let mut buffer: Vec<u8> = Vec::with_capacity(BLOCK + (1 << 20));
+        let mut line = 0usize;
+        loop {
+            // read_to_end appends into spare capacity without zeroing it first
+            let n = reader
+                .by_ref()
+                .take(BLOCK as u64)
+                .read_to_end(&mut buffer)?;
+            let eof = n < BLOCK;
+            let cut = if eof {
+                buffer.len()
+            } else {
+                match memchr::memrchr(b'\n', &buffer) {
+                    Some(i) => i + 1,
+                    None => continue, // one line longer than a block: read on
+                }
+            };
+            self.read_lines(&buffer[..cut], path, &mut line, warnings);
+            buffer.drain(..cut);
+            if eof {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Parse the lines of `data` (numbered from `*line + 1`) on every core, then add their
+    /// spans in file order.
+    fn read_lines(
+        &mut self,
+        data: &[u8],
+        name: &str,
+        line: &mut usize,
+        warnings: &mut Vec<String>,
+    ) {
+        let mut lines: Vec<(usize, &[u8])> = Vec::new();
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len())) {
+            if start > data.len() || (end == data.len() && start == end) {
+                break;
+            }
+            *line += 1;
+            let text = &data[start..end];
+            if !text.iter().all(u8::is_ascii_whitespace) {
+                lines.push((*line, text));
+            }
+            start = end + 1;
+        }
+        let parts = if data.len() < (1 << 20) { 1 } else { workers() };
+        let per_part = lines.len().div_ceil(parts.max(1)).max(1);
+        let results: Vec<PartResult> = if parts == 1 {
+            vec![parse_lines(&lines)]
+        } else {
+            thread::scope(|scope| {
+                let handles: Vec<_> = lines
+                    .chunks(per_part)
+                    .map(|part| scope.spawn(move || parse_lines(part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("parser thread"))
+                    .collect()
+            })
+        };
+        for (parsed, errors) in results {
+            self.add(parsed);
+            for (number, error) in errors {
+                push_warning(warnings, format!("{name}:{number}: {}", error.message()));
+            }
+        }
+    }
+
+    /// Link every trace and choose the complete traces that pass the filters.
+    pub fn assemble(&mut self, filters: &Filters) {
+        let mut selected = Vec::new();
+        for (g, group) in self.groups.iter_mut().enumerate() {
+            for root in group.link() {
+                let span = group.span(root);
+                if span.end <= 0 || span.end < span.start {
+                    self.excluded_open += 1;
+                    continue;
+                }
+                selected.push(Selected {
+                    group: g as u32,
+                    root,
+                    orphan: span.parent.is_some(),
+                });
+            }
+        }
+        if let Some(trace_id) = filters.trace_id {
+            selected.retain(|s| self.groups[s.group as usize].trace_id.format(32) == trace_id);
+        }
+        if let Some(service) = filters.service {
+            selected.retain(|s| self.groups[s.group as usize].subtree_has_service(s.root, service));
+        }
+        let start = |s: &Selected| self.groups[s.group as usize].span(s.root).start;
+        if let Some(since) = filters.since {
+            selected.retain(|s| start(s) >= since);
+        }
+        if let Some(until) = filters.until {
+            selected.retain(|s| start(s) < until);
+        }
+        if let Some(limit) = filters.limit {
+            if selected.len() > limit {
+                selected.sort_by_key(start);
+                selected.drain(..selected.len() - limit);
+            }
+        }
+        self.selected = selected;
+        self.index = FastMap::default();
+    }
+}
+
+/// The spans of some lines, and the problems met, by line number.
+type PartResult = (Vec<Parsed>, Vec<(usize, LineError)>);
+
+fn parse_lines(lines: &[(usize, &[u8])]) -> PartResult {
+    let bytes: usize = lines.iter().map(|(_, text)| text.len()).sum();
+    let mut parsed = Vec::with_capacity(bytes / 256 + 16);
+    let mut errors = Vec::new();
+    for (number, text) in lines {
+        if let Err(error) = parse_document(text, &mut parsed) {
+            if errors.len() < MAX_WARNINGS {
+                errors.push((*number, error));
+            }
+        }
+    }
+    (parsed, errors)
+}
+
+fn push_warning(warnings: &mut Vec<String>, message: String) {
+    if warnings.len() < MAX_WARNINGS {
+        warnings.push(message);
+    }
+}
