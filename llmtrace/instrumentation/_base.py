@@ -141,9 +141,9 @@ class ModelCall:
 
 _current_model_call: ContextVar[ModelCall | None] = ContextVar("llmtrace_model_call", default=None)
 
-
-def current_model_call() -> ModelCall | None:
-    return _current_model_call.get()
+# The model call in flight in this context, or None. (The variable's own method: asked twice per
+# model call and once per HTTP request, where a function around it would cost a call each.)
+current_model_call: Callable[[], ModelCall | None] = _current_model_call.get
 
 
 InFlight = tuple[Token[ModelCall | None], Token[otel_context.Context]]

@@ -175,7 +175,7 @@ def inject_trace_context(headers: Any, span: Span) -> None:
     every model call. Baggage, when the current context has any, goes through the propagator.
     """
     propagator = propagate.get_global_textmap()
-    if not _is_default_propagator(propagator):
+    if propagator is not _default_propagator and not _is_default_propagator(propagator):
         propagator.inject(headers, context=trace.set_span_in_context(span))
         return
     span_context = span.get_span_context()

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import wrapt
 from opentelemetry.trace import Span, SpanKind
@@ -121,18 +121,22 @@ def fields_of(obj: Any) -> Fields:
     :func:`field_of`): a model's field and extra dictionaries are looked up once, not per name,
     which matters on the per-call path. None has no fields.
     """
+    # (No typing.cast here: it is a function call at run time, and this runs several times per
+    # model call.)
+    fields: Fields
     if obj is None:
-        return _NO_FIELDS
-    cls = obj.__class__
-    if cls is dict:
-        return cast(Fields, obj)
-    if getattr(cls, "__pydantic_fields__", None) is not None:
+        fields = _NO_FIELDS
+    elif obj.__class__ is dict:
+        fields = obj
+    elif getattr(obj.__class__, "__pydantic_fields__", None) is not None:
         extra = obj.__pydantic_extra__
         # Fields win over extra values of the same name, as in field_of.
-        return cast(Fields, {**extra, **obj.__dict__} if extra else obj.__dict__)
-    if isinstance(obj, Mapping):
-        return cast(Fields, obj)
-    return _AttributesOf(obj)
+        fields = {**extra, **obj.__dict__} if extra else obj.__dict__
+    elif isinstance(obj, Mapping):
+        fields = obj
+    else:
+        fields = _AttributesOf(obj)
+    return fields
 
 
 @dataclass(slots=True)
@@ -157,12 +161,6 @@ class SDKTypes:
 
     streams: tuple[type, ...]
     async_streams: tuple[type, ...]
-
-
-def _start(plan: Plan) -> ModelCall:
-    started_at = time.monotonic()
-    span = get_tracer().start_span(plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes)
-    return ModelCall(span, started_at)
 
 
 def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
@@ -310,7 +308,11 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             plan = planner(instance, args, kwargs)
             if plan is None:
                 return None
-            return plan, _start(plan)
+            started_at = time.monotonic()
+            span = get_tracer().start_span(
+                plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
+            )
+            return plan, ModelCall(span, started_at)
         except Exception:
             log_once(logger, "model call span start failed")
             return None

@@ -114,22 +114,27 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     output_tokens = get("completion_tokens")
     if output_tokens is None:
         output_tokens = get("output_tokens")
-    input_details = get("prompt_tokens_details") or get("input_tokens_details")
-    output_details = get("completion_tokens_details") or get("output_tokens_details")
-    cached = None if input_details is None else fields_of(input_details).get("cached_tokens")
-    reasoning = (
-        None if output_details is None else fields_of(output_details).get("reasoning_tokens")
-    )
-    for attribute, value in (
-        (semconv.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
-        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
-        (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, cached),
-        (semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, reasoning),
-    ):
-        # A count is an int and not a bool; the exact class answers for almost every value.
-        if value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool)):
-            attributes[attribute] = value
+    if _is_count(input_tokens):
+        attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    if _is_count(output_tokens):
+        attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    # Most servers other than OpenAI's report no details: nothing more to look into then.
+    details = get("prompt_tokens_details") or get("input_tokens_details")
+    if details is not None:
+        cached = fields_of(details).get("cached_tokens")
+        if _is_count(cached):
+            attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+    details = get("completion_tokens_details") or get("output_tokens_details")
+    if details is not None:
+        reasoning = fields_of(details).get("reasoning_tokens")
+        if _is_count(reasoning):
+            attributes[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
     return attributes
+
+
+def _is_count(value: Any) -> bool:
+    # An int and not a bool; the exact class answers for almost every value.
+    return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _responses_finish_reason(response: Any) -> str | None:
@@ -182,7 +187,7 @@ def _record_response(
         for choice in get("choices") or ():
             reason = fields_of(choice).get("finish_reason")
             if reason:
-                reasons.append(str(reason))
+                reasons.append(reason if reason.__class__ is str else str(reason))
         if reasons:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         if object_type == "list":
