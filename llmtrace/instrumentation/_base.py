@@ -31,13 +31,11 @@ from llmtrace.config import settings
 
 logger = logging.getLogger("llmtrace.instrumentation")
 
+# Set on llmtrace's FunctionWrappers (a wrapt proxy keeps ``_self_*`` attributes to itself), so
+# a second patch can tell. Not a subclass: for a subclass, wrapt finds the type of the bound
+# wrapper through a Python attribute lookup on every method call, which on a model call's
+# request and HTTP send costs more than the rest of the wrapper.
 _MARK = "_self_llmtrace_wrapper"
-
-
-class _LLMTraceWrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg,unused-ignore]
-    """A FunctionWrapper that says it is llmtrace's, so a second patch can tell."""
-
-    _self_llmtrace_wrapper = True
 
 
 def is_wrapped_by_llmtrace(value: object) -> bool:
@@ -83,7 +81,9 @@ class Patches:
         if isinstance(original, (staticmethod, classmethod)):
             logger.debug("llmtrace: %s.%s is a static/class method; skipped", module_name, path)
             return False
-        setattr(owner, attribute, _LLMTraceWrapper(original, wrapper))
+        function_wrapper = wrapt.FunctionWrapper(original, wrapper)
+        setattr(function_wrapper, _MARK, True)
+        setattr(owner, attribute, function_wrapper)
         self._originals.append((owner, attribute, original))
         return True
 
