@@ -20,6 +20,7 @@ Pure functions over one ``Trace``. The rules (DESIGN.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,51 +257,93 @@ def _end_time(span: Span) -> int:
     return span.end
 
 
-def _walk_critical_path(
+@dataclass(slots=True)
+class _Frame:
+    """A span with children on the critical path: its children by end time (latest first), the
+    next one to look at, and how far back from its end its stretch is explained."""
+
+    span: Span
+    low: int
+    stage: str
+    ordered: Sequence[Span]
+    next: int
+    cursor: int
+
+
+def _enter(
     span: Span,
     low: int,
     high: int,
     inherited: str,
     out: list[Segment],
     phases_seen: dict[int, ModelPhases] | None,
-) -> None:
+) -> _Frame | None:
+    """Enter ``span`` on the stretch [low, high): a model call or a leaf is emitted at once, a span
+    with children becomes a frame to walk."""
     attributes = span.attributes
     declared = attributes.get(sc.STAGE)
     if declared is None:
         stage = inherited
         if _is_unstaged_model_call(attributes):
             _emit_model_call(span, low, high, out, phases_seen)
-            return
+            return None
     elif declared == sc.LLM_STAGE:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
         _emit_model_call(span, low, high, out, phases_seen)
-        return
+        return None
     else:
         stage = declared if declared in _STAGES else _ROOT_STAGE
     children = span.children
     if not children:
         out.append(Segment(stage, low, high, span.name))
-        return
-    cursor = high
+        return None
     ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
-    for child in ordered:
-        if child.start >= cursor:
-            continue  # entirely after the stretch already explained: concurrent work
-        child_end = min(child.end, cursor)
-        if child_end <= low:
+    return _Frame(span, low, stage, ordered, 0, high)
+
+
+def _walk_critical_path(
+    root: Span,
+    low: int,
+    high: int,
+    out: list[Segment],
+    phases_seen: dict[int, ModelPhases] | None,
+) -> None:
+    """Walking back from the end, the child that finished last is what its parent waited for;
+    time no such child covers is the parent's own. A loop, not recursion: span trees can be
+    deeper than Python's recursion limit."""
+    stack: list[_Frame] = []
+    first = _enter(root, low, high, _ROOT_STAGE, out, phases_seen)
+    if first is not None:
+        stack.append(first)
+    while stack:
+        frame = stack[-1]
+        entered = None
+        ordered = frame.ordered
+        while frame.next < len(ordered) and frame.cursor > frame.low:
+            child = ordered[frame.next]
+            frame.next += 1
+            if child.start >= frame.cursor:
+                continue  # entirely after the stretch already explained: concurrent work
+            child_end = min(child.end, frame.cursor)
+            if child_end <= frame.low:
+                frame.next = len(ordered)
+                break
+            child_start = max(child.start, frame.low)
+            if child_end <= child_start:
+                continue
+            if child_end < frame.cursor:
+                out.append(Segment(frame.stage, child_end, frame.cursor, frame.span.name))
+            frame.cursor = child_start
+            entered = _enter(child, child_start, child_end, frame.stage, out, phases_seen)
             break
-        child_start = max(child.start, low)
-        if child_end <= child_start:
+        else:
+            if frame.cursor > frame.low:
+                out.append(Segment(frame.stage, frame.low, frame.cursor, frame.span.name))
+            stack.pop()
             continue
-        if child_end < cursor:
-            out.append(Segment(stage, child_end, cursor, span.name))
-        _walk_critical_path(child, child_start, child_end, stage, out, phases_seen)
-        cursor = child_start
-        if cursor <= low:
-            break
-    if cursor > low:
-        out.append(Segment(stage, low, cursor, span.name))
+        if entered is not None:
+            stack.append(entered)
 
 
 def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None) -> list[Segment]:
@@ -312,7 +355,7 @@ def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = Non
     root = trace.root
     out: list[Segment] = []
     if root.end > root.start:
-        _walk_critical_path(root, root.start, root.end, _ROOT_STAGE, out, phases_seen)
+        _walk_critical_path(root, root.start, root.end, out, phases_seen)
     out.sort(key=_segment_start)
     return out
 

@@ -58,6 +58,17 @@ struct ServerTimings {
     end_to_end: Option<f64>,
 }
 
+/// A span with children being walked: its children by end time, latest first, and how far
+/// back its stretch is explained.
+struct Frame {
+    span: u32,
+    low: i64,
+    stage: u8,
+    ordered: Vec<u32>,
+    next: usize,
+    cursor: i64,
+}
+
 enum Declared {
     Unset,
     Model,
@@ -259,18 +270,29 @@ impl Group {
         }
     }
 
-    fn walk(&self, i: u32, low: i64, high: i64, inherited: u8, out: &mut Vec<Segment>) {
+    /// Enter span `i` on the stretch [low, high) of the critical path: a model call or a leaf
+    /// is emitted at once, a span with children becomes a frame to walk.
+    fn enter(
+        &self,
+        i: u32,
+        low: i64,
+        high: i64,
+        inherited: u8,
+        out: &mut Vec<Segment>,
+    ) -> Option<Frame> {
         let stage = match self.declared(i) {
             Declared::Unset => {
                 if self.is_unstaged_model_call(i) {
                     self.emit_model_call(i, low, high, out);
-                    return;
+                    return None;
                 }
                 inherited
             }
             Declared::Model => {
+                // The client's own measurements divide the call; children (HTTP spans, the
+                // server's span on another clock) are already accounted for by them.
                 self.emit_model_call(i, low, high, out);
-                return;
+                return None;
             }
             Declared::Stage(stage) => stage,
         };
@@ -282,47 +304,74 @@ impl Group {
                 end: high,
                 span: i,
             });
-            return;
+            return None;
         }
         let mut ordered: Vec<u32> = children.to_vec();
         if ordered.len() > 1 {
             ordered.sort_by_key(|child| std::cmp::Reverse(self.span(*child).end));
         }
-        let mut cursor = high;
-        for child in ordered {
-            let span = self.span(child);
-            if span.start >= cursor {
-                continue; // entirely after the stretch already explained: concurrent work
-            }
-            let child_end = span.end.min(cursor);
-            if child_end <= low {
+        Some(Frame {
+            span: i,
+            low,
+            stage,
+            ordered,
+            next: 0,
+            cursor: high,
+        })
+    }
+
+    /// `_walk_critical_path` without recursion (span trees can be deeper than a thread's stack):
+    /// walking back from the end, the child that finished last is what the parent waited for;
+    /// time no such child covers is the parent's own.
+    fn walk(&self, root: u32, low: i64, high: i64, out: &mut Vec<Segment>) {
+        let mut stack: Vec<Frame> = Vec::new();
+        stack.extend(self.enter(root, low, high, OTHER, out));
+        while let Some(frame) = stack.last_mut() {
+            let mut descend = None;
+            while frame.next < frame.ordered.len() && frame.cursor > frame.low {
+                let child = frame.ordered[frame.next];
+                frame.next += 1;
+                let span = self.span(child);
+                if span.start >= frame.cursor {
+                    continue; // entirely after the stretch already explained: concurrent work
+                }
+                let child_end = span.end.min(frame.cursor);
+                if child_end <= frame.low {
+                    frame.next = frame.ordered.len();
+                    break;
+                }
+                let child_start = span.start.max(frame.low);
+                if child_end <= child_start {
+                    continue;
+                }
+                if child_end < frame.cursor {
+                    out.push(Segment {
+                        stage: frame.stage,
+                        start: child_end,
+                        end: frame.cursor,
+                        span: frame.span,
+                    });
+                }
+                frame.cursor = child_start;
+                descend = Some((child, child_start, child_end, frame.stage));
                 break;
             }
-            let child_start = span.start.max(low);
-            if child_end <= child_start {
-                continue;
+            match descend {
+                Some((child, start, end, stage)) => {
+                    stack.extend(self.enter(child, start, end, stage, out))
+                }
+                None => {
+                    if frame.cursor > frame.low {
+                        out.push(Segment {
+                            stage: frame.stage,
+                            start: frame.low,
+                            end: frame.cursor,
+                            span: frame.span,
+                        });
+                    }
+                    stack.pop();
+                }
             }
-            if child_end < cursor {
-                out.push(Segment {
-                    stage,
-                    start: child_end,
-                    end: cursor,
-                    span: i,
-                });
-            }
-            self.walk(child, child_start, child_end, stage, out);
-            cursor = child_start;
-            if cursor <= low {
-                break;
-            }
-        }
-        if cursor > low {
-            out.push(Segment {
-                stage,
-                start: low,
-                end: cursor,
-                span: i,
-            });
         }
     }
 
@@ -331,7 +380,7 @@ impl Group {
         let span = self.span(root);
         let mut out = Vec::new();
         if span.end > span.start {
-            self.walk(root, span.start, span.end, OTHER, &mut out);
+            self.walk(root, span.start, span.end, &mut out);
         }
         out.sort_by_key(|segment| segment.start);
         out
