@@ -387,3 +387,22 @@ def test_malformed_lines_are_reported_alike_and_the_rest_is_read(
         "not OTLP trace data",
     ]
     assert len(ours.traces) == len(theirs.traces) > 0
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_a_very_deep_trace_is_broken_down(
+    depth: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a chain of nested spans deeper than Python's recursion limit or a thread's stack
+    spans = [
+        otlp_span(
+            "ab" * 16, f"{i + 1:016x}", f"{i:016x}" if i else None, "s", T0 + i, T0 + 2 * depth - i
+        )
+        for i in range(depth)
+    ]
+    path = tmp_path / "deep.jsonl"
+    path.write_text(request_line(spans) + "\n")
+    report = _report(path, "native", monkeypatch)
+    assert report["traces"] == 1 and report["end_to_end"]["p50"] == pytest.approx(2 * depth * 1e-9)
+    if depth <= 5_000:
+        _assert_same(report, _report(path, "python", monkeypatch))
