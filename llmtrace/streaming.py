@@ -68,7 +68,8 @@ class ChunkParser(Protocol):
 
     # Optional: ``hides(chunk) -> bool``. A chunk llmtrace itself asked for (the usage-only chunk
     # of an injected ``stream_options.include_usage``) is observed but not handed to a caller who
-    # did not ask for it. Looked up once per stream; absent means every chunk is delivered.
+    # did not ask for it. Looked up once per stream; absent or None means every chunk is
+    # delivered (and costs nothing per chunk).
 
 
 class NullParser:
@@ -138,14 +139,16 @@ class StreamRecorder:
     def on_chunk(self, chunk: Any) -> None:
         """Called once per chunk, before the caller sees it. Never raises."""
         try:
-            now = time.monotonic()
             self.chunk_count += 1
-            if self.first_chunk_at is None:
-                self.first_chunk_at = now
-            parser = self.parser
-            if self.first_token_at is None and parser.has_content(chunk):
-                self.first_token_at = now
-            parser.observe(chunk)
+            # Once the first token is seen no per-chunk moment is needed (the first chunk comes
+            # no later than the first token): the clock is read only until then.
+            if self.first_token_at is None:
+                now = time.monotonic()
+                if self.first_chunk_at is None:
+                    self.first_chunk_at = now
+                if self.parser.has_content(chunk):
+                    self.first_token_at = now
+            self.parser.observe(chunk)
         except Exception:
             log_once(logger, "stream chunk observation failed")
 

@@ -226,12 +226,12 @@ class ChatChunkParser:
     """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
 
     __slots__ = (
-        "_hide_usage",
         "_reasons",
         "_redact",
         "_text",
         "_text_budget",
         "_text_budget_total",
+        "hides",
         "id",
         "model",
         "timings",
@@ -244,7 +244,8 @@ class ChatChunkParser:
         text_budget: int = 0,
         redact: Callable[[str], str] | None = None,
     ) -> None:
-        self._hide_usage = hide_usage
+        # Looked up once per stream by the recorder: None when every chunk is delivered.
+        self.hides: Callable[[Any], bool] | None = self._usage_only if hide_usage else None
         self._redact = redact
         self._reasons: dict[int, str] = {}
         self._text: list[str] | None = [] if text_budget > 0 else None
@@ -272,8 +273,8 @@ class ChatChunkParser:
                 return True
         return False
 
-    def hides(self, chunk: Any) -> bool:
-        return self._hide_usage and not chunk.choices and chunk.usage is not None
+    def _usage_only(self, chunk: Any) -> bool:
+        return not chunk.choices and chunk.usage is not None
 
     def observe(self, chunk: Any) -> None:
         if self.id is None:
