@@ -33,7 +33,6 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -215,25 +214,36 @@ def _abandon(recorder: StreamRecorder) -> None:
     recorder.end("abandoned")
 
 
-class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
-    """A synchronous stream (iterator, optionally a context manager) that reports to a recorder."""
+class _Chunks:
+    """A stream's chunks, each reported to the recorder before it is handed on.
 
-    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
-        super().__init__(wrapped)
-        self._self_recorder = recorder
-        self._self_iterator: Iterator[Any] | None = None
-        # Dropped without being finished (never iterated, or partially read): end as abandoned.
-        # The finalizer holds the recorder, never the proxy, so it does not keep the proxy alive.
-        self._self_finalizer = weakref.finalize(self, _abandon, recorder)
+    What iterating a traced stream gives: a plain object, because reading an attribute of a
+    wrapt proxy costs as much as the rest of the per-chunk work. It, not the proxy, carries the
+    finalizer that ends a stream dropped unfinished (never iterated or partially read): the
+    proxy holds it, and so does a ``for`` loop over the stream, which may outlive the proxy.
+    """
 
-    def __iter__(self) -> TracedStream:
+    __slots__ = ("__weakref__", "_iterator", "_recorder", "_source")
+
+    def __init__(self, source: Any, recorder: StreamRecorder) -> None:
+        self._source = source
+        self._recorder = recorder
+        self._iterator: Any = None
+        # The finalizer holds the recorder, never this object, so it does not keep it alive.
+        weakref.finalize(self, _abandon, recorder)
+
+
+class _RecordedChunks(_Chunks):
+    __slots__ = ()
+
+    def __iter__(self) -> _RecordedChunks:
         return self
 
     def __next__(self) -> Any:
-        recorder = self._self_recorder
-        iterator = self._self_iterator
+        recorder = self._recorder
+        iterator = self._iterator
         if iterator is None:
-            iterator = self._self_iterator = iter(self.__wrapped__)
+            iterator = self._iterator = iter(self._source)
         while True:
             try:
                 chunk = next(iterator)
@@ -246,6 +256,21 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             recorder.on_chunk(chunk)
             if recorder.hides is None or not recorder.hides(chunk):
                 return chunk
+
+
+class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
+    """A synchronous stream (iterator, optionally a context manager) that reports to a recorder."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        self._self_recorder = recorder
+        self._self_chunks = _RecordedChunks(wrapped, recorder)
+
+    def __iter__(self) -> _RecordedChunks:
+        return self._self_chunks
+
+    def __next__(self) -> Any:
+        return next(self._self_chunks)
 
     def close(self) -> None:
         try:
@@ -277,23 +302,17 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
                 self._self_recorder.end_from_exception(exc)
 
 
-class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
-    """An asynchronous stream (async iterator, optionally an async context manager)."""
+class _RecordedAsyncChunks(_Chunks):
+    __slots__ = ()
 
-    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
-        super().__init__(wrapped)
-        self._self_recorder = recorder
-        self._self_iterator: AsyncIterator[Any] | None = None
-        self._self_finalizer = weakref.finalize(self, _abandon, recorder)
-
-    def __aiter__(self) -> TracedAsyncStream:
+    def __aiter__(self) -> _RecordedAsyncChunks:
         return self
 
     async def __anext__(self) -> Any:
-        recorder = self._self_recorder
-        iterator = self._self_iterator
+        recorder = self._recorder
+        iterator = self._iterator
         if iterator is None:
-            iterator = self._self_iterator = self.__wrapped__.__aiter__()
+            iterator = self._iterator = self._source.__aiter__()
         while True:
             try:
                 chunk = await iterator.__anext__()
@@ -306,6 +325,21 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             recorder.on_chunk(chunk)
             if recorder.hides is None or not recorder.hides(chunk):
                 return chunk
+
+
+class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
+    """An asynchronous stream (async iterator, optionally an async context manager)."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        self._self_recorder = recorder
+        self._self_chunks = _RecordedAsyncChunks(wrapped, recorder)
+
+    def __aiter__(self) -> _RecordedAsyncChunks:
+        return self._self_chunks
+
+    async def __anext__(self) -> Any:
+        return await self._self_chunks.__anext__()
 
     async def aclose(self) -> None:
         try:
