@@ -4,9 +4,10 @@ Generates 1,000,000 spans (100,000 traces of 10 spans, shaped like a RAG request
 llmtrace: workflow, queue, embedding, retrieval, rerank, prompt, a streamed chat call with its
 HTTP hop, a tool and postprocessing) as OTLP JSON lines in batches of 512 spans, the way the
 embedded file exporter writes them. Then runs ``llmtrace report FILE --format json`` in a child
-process and reports wall time, spans/s and the child's peak resident memory.
+process (three times; the median round counts) and reports wall time, spans/s and the child's
+peak resident memory.
 
-    python benchmarks/report_throughput.py [--traces 100000] [--file PATH] [--keep]
+    python benchmarks/report_throughput.py [--traces 100000] [--file PATH] [--keep] [--rounds 3]
 
 Target: >= 200,000 spans/s and < 1 GiB peak memory. ``LLMTRACE_NATIVE=0`` measures the pure-Python
 reader instead of the native one.
@@ -269,6 +270,7 @@ def main() -> int:
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--file", type=Path, help="trace file to create (or reuse when it exists)")
     parser.add_argument("--keep", action="store_true", help="keep the generated file")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of the report (median taken)")
     args = parser.parse_args()
     spans = args.traces * SPANS_PER_TRACE
     path = args.file or Path(tempfile.gettempdir()) / f"llmtrace-bench-{args.traces}.jsonl"
@@ -282,10 +284,18 @@ def main() -> int:
     from llmtrace.analysis import native
 
     reader = "native reader (llmtrace_native)" if native.available() else "Python reader"
-    result = measure(path, spans)
+    rounds = [measure(path, spans) for _ in range(args.rounds)]
+    for number, run in enumerate(rounds, start=1):
+        print(
+            f"round {number}: llmtrace report --format json, {reader}: {spans:,} spans in "
+            f"{run['seconds']:.2f} s = {run['spans_per_second']:,.0f} spans/s"
+        )
+    # The median round is the figure: one round can be slowed by whatever else the machine does.
+    result = sorted(rounds, key=lambda run: run["seconds"])[len(rounds) // 2]
+    peak = max(run["peak_mib"] for run in rounds)
     print(
-        f"llmtrace report --format json, {reader}: {spans:,} spans in {result['seconds']:.2f} s = "
-        f"{result['spans_per_second']:,.0f} spans/s, peak memory {result['peak_mib']:.0f} MiB"
+        f"median of {len(rounds)}: {result['seconds']:.2f} s = "
+        f"{result['spans_per_second']:,.0f} spans/s, peak memory {peak:.0f} MiB"
     )
     floor = decode_only(path)
     print(
@@ -295,7 +305,7 @@ def main() -> int:
     )
     if not args.keep and args.file is None:
         path.unlink()
-    ok = result["spans_per_second"] >= 200_000 and result["peak_mib"] < 1024
+    ok = result["spans_per_second"] >= 200_000 and peak < 1024
     print("target (>= 200,000 spans/s, < 1 GiB):", "met" if ok else "NOT met")
     return 0 if ok else 1
 
