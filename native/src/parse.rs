@@ -169,6 +169,7 @@ impl<'de> Visitor<'de> for ResourceSpansSeed<'_> {
                 "scopeSpans" => {
                     map.next_value_seed(SeqSeed(ScopeSpansSeed {
                         out: &mut *self.out,
+                        service: service.clone(),
                     }))?;
                 }
                 _ => {
@@ -176,9 +177,10 @@ impl<'de> Visitor<'de> for ResourceSpansSeed<'_> {
                 }
             }
         }
-        if service.is_some() {
+        if let Some(service) = &service {
+            // spans written before their resource
             for parsed in &mut self.out[start..] {
-                parsed.span.service = service.clone();
+                parsed.span.service.get_or_insert_with(|| service.clone());
             }
         }
         Ok(())
@@ -187,6 +189,7 @@ impl<'de> Visitor<'de> for ResourceSpansSeed<'_> {
 
 struct ScopeSpansSeed<'o> {
     out: &'o mut Vec<Parsed>,
+    service: Option<Arc<str>>,
 }
 
 impl<'de> Reseed<'de> for ScopeSpansSeed<'_> {
@@ -197,6 +200,7 @@ impl<'de> Reseed<'de> for ScopeSpansSeed<'_> {
     fn reseed(&mut self) -> ScopeSpansSeed<'_> {
         ScopeSpansSeed {
             out: &mut *self.out,
+            service: self.service.clone(),
         }
     }
 }
@@ -218,6 +222,7 @@ impl<'de> Visitor<'de> for ScopeSpansSeed<'_> {
             if &*field.0 == "spans" {
                 map.next_value_seed(SeqSeed(SpanSeed {
                     out: &mut *self.out,
+                    service: self.service.clone(),
                 }))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -229,6 +234,7 @@ impl<'de> Visitor<'de> for ScopeSpansSeed<'_> {
 
 struct SpanSeed<'o> {
     out: &'o mut Vec<Parsed>,
+    service: Option<Arc<str>>,
 }
 
 impl<'de> Reseed<'de> for SpanSeed<'_> {
@@ -239,6 +245,7 @@ impl<'de> Reseed<'de> for SpanSeed<'_> {
     fn reseed(&mut self) -> SpanSeed<'_> {
         SpanSeed {
             out: &mut *self.out,
+            service: self.service.clone(),
         }
     }
 }
@@ -247,7 +254,9 @@ impl<'de> DeserializeSeed<'de> for SpanSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         let raw = RawSpan::deserialize(deserializer)?;
-        self.out.push(span_record(raw));
+        let mut parsed = span_record(raw);
+        parsed.span.service = self.service;
+        self.out.push(parsed);
         Ok(())
     }
 }
@@ -646,14 +655,14 @@ pub struct Parsed {
     pub span: SpanRec,
 }
 
-/// Read one OTLP JSON document (a line of a trace file) into `out`; on an error nothing of it
-/// is kept.
+/// Read one OTLP JSON document (a line of a trace file) into `out`. Like the Python reader: text
+/// that is not JSON adds nothing; JSON that is not OTLP keeps the spans before the problem.
 pub fn parse_document(bytes: &[u8], out: &mut Vec<Parsed>) -> Result<(), LineError> {
     let start = out.len();
     let mut deserializer = sonic_rs::Deserializer::from_slice(bytes);
     let result =
         read_document(&mut deserializer, out).and_then(|()| deserializer.end().map_err(classify));
-    if result.is_err() {
+    if let Err(LineError::Json(_)) = result {
         out.truncate(start);
     }
     result

@@ -289,6 +289,10 @@ def _span_rows(trace: Trace) -> list[tuple[Any, ...]]:
     ]
 
 
+def _spans_by_id(traceset: TraceSet) -> dict[str, tuple[Any, ...]]:
+    return {row[0]: row for trace in traceset.traces for row in _span_rows(trace)}
+
+
 def test_the_same_traces_from_a_directory_of_rotated_and_gzip_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -369,6 +373,10 @@ def test_malformed_lines_are_reported_alike_and_the_rest_is_read(
     lines[2] = lines[2][:-20]  # cut short
     lines[5] = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "no ids"}]}]}]}'
     lines[7] = '{"something": "else"}'
+    # spans before a span without ids are kept (both readers), those after it are not
+    good = json.loads(lines[8])["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    bad = {"name": "no ids", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    lines[8] = request_line([*good[:3], bad, *good[3:]])
     lines[9] = "[1, 2, 3]"
     lines.insert(11, "")
     path = tmp_path / "t.jsonl"
@@ -378,15 +386,19 @@ def test_malformed_lines_are_reported_alike_and_the_rest_is_read(
     assert (
         where
         == [w.split(": ")[0] for w in theirs.warnings]
-        == [f"{path}:{n}" for n in (3, 6, 8, 10)]
+        == [f"{path}:{n}" for n in (3, 6, 8, 9, 10)]
     )
     assert [w.split(": ", 1)[1].split(" (")[0] for w in ours.warnings] == [
         "not valid JSON",
         "not OTLP trace data",
         "not OTLP trace data",
         "not OTLP trace data",
+        "not OTLP trace data",
     ]
     assert len(ours.traces) == len(theirs.traces) > 0
+    assert _spans_by_id(ours) == _spans_by_id(theirs)
+    kept = {span["spanId"] for span in good[:3]} | {span["spanId"] for span in good[3:]}
+    assert kept & set(_spans_by_id(ours)) == {span["spanId"] for span in good[:3]}
 
 
 @pytest.mark.parametrize("depth", [5_000, 100_000])
