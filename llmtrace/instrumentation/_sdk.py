@@ -152,6 +152,8 @@ class Plan:
     kwargs: dict[str, Any] | None = None
 
 
+# Gets the call's own (instance, args, kwargs), not copies: it must leave them unchanged, and put
+# what it wants sent differently in Plan.args / Plan.kwargs.
 Planner = Callable[[Any, tuple[Any, ...], dict[str, Any]], Plan | None]
 
 
