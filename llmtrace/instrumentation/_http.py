@@ -200,20 +200,27 @@ def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -
     extensions["trace"] = recorder(span, call, extensions.get("trace"))
 
 
-def _start_network_span(request: Any) -> Span:
-    url = request.url
-    scheme = str(url.scheme)
+def start_network_span(method: str, url: str, host: str, port: int | None, scheme: str) -> Span:
+    """A CLIENT span (stage ``network``) for an HTTP request outside any model call."""
     attributes: dict[str, Any] = {
         semconv.STAGE: "network",
-        semconv.HTTP_REQUEST_METHOD: str(request.method),
-        semconv.URL_FULL: redact_url(str(url)),
-        semconv.SERVER_ADDRESS: str(url.host),
-        semconv.SERVER_PORT: url.port or _default_port(scheme),
+        semconv.HTTP_REQUEST_METHOD: method,
+        semconv.URL_FULL: redact_url(url),
+        semconv.SERVER_ADDRESS: host,
+        semconv.SERVER_PORT: port or _default_port(scheme),
     }
-    return get_tracer().start_span(str(request.method), kind=SpanKind.CLIENT, attributes=attributes)
+    return get_tracer().start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
 
 
-def _finish_status(span: Span, response: Any) -> None:
+def _start_network_span(request: Any) -> Span:
+    url = request.url
+    return start_network_span(
+        str(request.method), str(url), str(url.host), url.port, str(url.scheme)
+    )
+
+
+def record_status(span: Span, response: Any) -> None:
+    """The response's status code, and ERROR for 4xx and 5xx."""
     status = int(response.status_code)
     span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
     if status >= 400:
@@ -355,7 +362,7 @@ def _record_server_timings(span: Span, response: Any) -> None:
 def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
     end = _SpanEnd(span)
     try:
-        _finish_status(span, response)
+        record_status(span, response)
         if response.is_closed:
             end()
         else:

@@ -196,19 +196,21 @@ def _raw_is_stream(result: Any) -> bool:
     return bool(getattr(result, "_stream", False) or getattr(result, "_is_sse_stream", False))
 
 
-def _finish_sync(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
+def _finish(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
+    """What the SDK returned, sync or async client: a stream to trace chunk by chunk, a raw
+    response, or a parsed response that ends the span now."""
     if isinstance(result, types.streams):
+        traced: Any = TracedStream
+    elif isinstance(result, types.async_streams):
+        traced = TracedAsyncStream
+    else:
+        traced = None
+    if traced is not None:
         call.headers_received()
         recorder = StreamRecorder(
             call.span, started_at=call.started_at, parser=plan.parser_factory()
         )
-        return TracedStream(result, recorder)
-    if isinstance(result, types.async_streams):
-        call.headers_received()
-        recorder = StreamRecorder(
-            call.span, started_at=call.started_at, parser=plan.parser_factory()
-        )
-        return TracedAsyncStream(result, recorder)
+        return traced(result, recorder)
     if _is_raw_response(result):
         return _finish_raw(result, call, plan, types)
     _end_with(call, plan, result)
@@ -336,7 +338,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish_sync(result, call, plan, types)
+            return _finish(result, call, plan, types)
         except Exception:
             log_once(logger, "model call span end failed")
             call.span.end()
@@ -359,7 +361,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish_sync(result, call, plan, types)
+            return _finish(result, call, plan, types)
         except Exception:
             log_once(logger, "model call span end failed")
             call.span.end()

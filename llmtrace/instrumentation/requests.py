@@ -13,17 +13,18 @@ import logging
 import time
 from collections.abc import Collection
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import Patches, current_model_call, get_tracer
-from llmtrace.instrumentation._http import redact_url
+from llmtrace.instrumentation._base import Patches, current_model_call
+from llmtrace.instrumentation._http import record_status, start_network_span
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
@@ -60,21 +61,9 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return response
     try:
         url = str(request.url)
-        split = url.split("://", 1)
-        scheme = split[0] if len(split) == 2 else "http"
-        from urllib.parse import urlsplit
-
         parts = urlsplit(url)
-        span = get_tracer().start_span(
-            str(request.method),
-            kind=SpanKind.CLIENT,
-            attributes={
-                semconv.STAGE: "network",
-                semconv.HTTP_REQUEST_METHOD: str(request.method),
-                semconv.URL_FULL: redact_url(url),
-                semconv.SERVER_ADDRESS: parts.hostname or "",
-                semconv.SERVER_PORT: parts.port or (443 if scheme == "https" else 80),
-            },
+        span = start_network_span(
+            str(request.method), url, parts.hostname or "", parts.port, parts.scheme or "http"
         )
         propagate.inject(request.headers, context=trace.set_span_in_context(span))
     except Exception:
@@ -88,11 +77,7 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         span.end()
         raise
     try:
-        status = int(response.status_code)
-        span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
-        if status >= 400:
-            span.set_attribute(semconv.ERROR_TYPE, str(status))
-            span.set_status(Status(StatusCode.ERROR))
+        record_status(span, response)
         _phases(span, response, started_at, eager)
     except Exception:
         log_once(logger, "requests span end failed")
