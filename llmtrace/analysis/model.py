@@ -131,11 +131,6 @@ class TraceSet:
         self._traces = traces
         self.native = None
 
-    def __len__(self) -> int:
-        if self._traces is None and self.native is not None:
-            return len(self.native)
-        return len(self.traces)
-
     @property
     def orphans(self) -> int:
         return sum(1 for trace in self.traces if trace.orphan)

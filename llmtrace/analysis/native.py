@@ -68,12 +68,9 @@ class NativeTraces:
 
     def __init__(self, store: _native.TraceStore) -> None:
         self._store = store
-        # (trace id, root span id, orphan, root name, root start, root end) per chosen trace
+        # (trace id, root span id, orphan, root name) per chosen trace
         self.selected = store.selected()
         self._trees: dict[str, list[Span]] = {}
-
-    def __len__(self) -> int:
-        return len(self.selected)
 
     def collect(self, run: str | None) -> Collected:
         """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s)."""

@@ -431,7 +431,7 @@ def _collect_native(traces: NativeTraces, run: str | None) -> _Accumulator:
     chosen = got.chosen
 
     def info(i: int) -> _TraceInfo:
-        trace_id, _, orphan, root, *_ = selected[chosen[i]]
+        trace_id, _, orphan, root = selected[chosen[i]]
         return _TraceInfo(trace_id, root, orphan)
 
     return _Accumulator(

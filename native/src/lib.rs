@@ -83,13 +83,8 @@ impl TraceStore {
         self.store.excluded_open
     }
 
-    #[getter]
-    fn spans_read(&self) -> usize {
-        self.store.spans_read
-    }
-
-    /// The chosen traces: (trace id, root span id, orphan, root name, root start, root end).
-    fn selected(&self) -> Vec<(String, String, bool, String, i64, i64)> {
+    /// The chosen traces: (trace id, root span id, orphan, root name).
+    fn selected(&self) -> Vec<(String, String, bool, String)> {
         self.store
             .selected
             .iter()
@@ -101,8 +96,6 @@ impl TraceStore {
                     root.span_id.format(16),
                     s.orphan,
                     root.name.to_string(),
-                    root.start,
-                    root.end,
                 )
             })
             .collect()

@@ -133,7 +133,6 @@ pub struct Store {
     index: FastMap<Id, u32>,
     pub selected: Vec<Selected>,
     pub excluded_open: usize,
-    pub spans_read: usize,
 }
 
 fn workers() -> usize {
@@ -161,7 +160,6 @@ impl Store {
                 }
             };
             self.groups[group].spans.push(span);
-            self.spans_read += 1;
         }
     }
 
