@@ -179,8 +179,14 @@ def meter_provider_set() -> bool:
     )
 
 
-def record_model_call(attributes: Mapping[str, Any], duration: float) -> None:
-    """Record one finished model call from its span attributes. Never raises."""
+def record_model_call(
+    attributes: Mapping[str, Any], duration: float, output_chunks: int = 0
+) -> None:
+    """Record one finished model call from its span attributes. Never raises.
+
+    ``output_chunks``: for a stream, the chunks after the one that brought the first token; the
+    generation time spans exactly those, so their mean spacing is time per output chunk.
+    """
     try:
         if not meter_provider_set():
             return
@@ -197,8 +203,7 @@ def record_model_call(attributes: Mapping[str, Any], duration: float) -> None:
         if first_chunk is not None:
             instruments.time_to_first_chunk.record(first_chunk, labels)
         generation = attributes.get(semconv.GENERATION_TIME)
-        chunks = attributes.get(semconv.CHUNK_COUNT)
-        if generation is not None and chunks is not None and chunks > 1:
-            instruments.time_per_output_chunk.record(generation / (chunks - 1), labels)
+        if generation is not None and output_chunks > 0:
+            instruments.time_per_output_chunk.record(generation / output_chunks, labels)
     except Exception:
         log_once(logger, "metric recording failed")

@@ -108,6 +108,7 @@ class StreamRecorder:
         "ended",
         "first_chunk_at",
         "first_token_at",
+        "first_token_chunk",
         "hides",
         "parser",
         "span",
@@ -131,6 +132,7 @@ class StreamRecorder:
         self.hides: Any = getattr(self.parser, "hides", None)
         self.first_chunk_at: float | None = None
         self.first_token_at: float | None = None
+        self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
         self.chunk_count = 0
         self.ended = False
         self._end_lock = threading.Lock()
@@ -147,6 +149,7 @@ class StreamRecorder:
                     self.first_chunk_at = now
                 if self.parser.has_content(chunk):
                     self.first_token_at = now
+                    self.first_token_chunk = self.chunk_count
             self.parser.observe(chunk)
         except Exception:
             log_once(logger, "stream chunk observation failed")
@@ -185,7 +188,11 @@ class StreamRecorder:
         except Exception:
             log_once(logger, "stream end recording failed")
         finally:
-            end_model_span(span, self.started_at)
+            # The generation time spans the chunks after the one with the first token.
+            chunks_after_first_token = (
+                self.chunk_count - self.first_token_chunk if self.first_token_at is not None else 0
+            )
+            end_model_span(span, self.started_at, chunks_after_first_token)
 
     def end_from_exception(self, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
@@ -196,13 +203,16 @@ class StreamRecorder:
             self.end("error", exc)
 
 
-def end_model_span(span: Span, started_at: float) -> None:
-    """End a model-call span, recording the GenAI client metrics from its attributes first."""
+def end_model_span(span: Span, started_at: float, output_chunks: int = 0) -> None:
+    """End a model-call span, recording the GenAI client metrics from its attributes first.
+
+    ``output_chunks``: for a stream, the chunks that arrived after the one with the first token.
+    """
     try:
         if meter_provider_set() and span.is_recording():
             attributes = getattr(span, "attributes", None)
             if attributes is not None:
-                record_model_call(attributes, time.monotonic() - started_at)
+                record_model_call(attributes, time.monotonic() - started_at, output_chunks)
     finally:
         try:
             span.end()
