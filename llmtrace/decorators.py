@@ -20,21 +20,20 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, TypeVar, cast, overload
+from typing import Any, TypeVar, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
-from opentelemetry.trace.propagation import _SPAN_KEY
 
-from llmtrace import config, semconv
+from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.errors import ConfigError
+from llmtrace.instrumentation._base import should_trace
 from llmtrace.streaming import NullParser, StreamRecorder, record_error
 
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer(semconv.SCOPE_NAME)
-_CURRENT_SPAN_KEY = _SPAN_KEY
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,22 +73,6 @@ class _SpanSpec:
         self.kind = kind
         self.is_llm = is_llm
         self.returned_count = returned_count
-
-
-def _skip() -> bool:
-    """Nothing is recorded for this call: llmtrace samples nothing, or the parent was dropped by
-    a parent-based sampler (children of an unsampled span are never sampled either).
-
-    On the hot path of every decorated call: reads the context directly rather than through
-    ``trace.get_current_span()`` (two calls and an isinstance check fewer).
-    """
-    if config.drop_all:
-        return True
-    parent = cast(Span | None, otel_context.get_current().get(_CURRENT_SPAN_KEY))
-    if parent is None:
-        return False
-    parent_context = parent.get_span_context()
-    return bool(parent_context.is_valid and not parent_context.trace_flags & 0x01)
 
 
 def _start(spec: _SpanSpec, name: str) -> Span:
@@ -137,7 +120,7 @@ def _wrap_function(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., A
 
     @functools.wraps(func)
     def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _skip():
+        if not should_trace():
             return func(*args, **kwargs)
         try:
             span, call = _begin(spec, name, time.monotonic(), False)
@@ -163,7 +146,7 @@ def _wrap_coroutine(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., 
 
     @functools.wraps(func)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _skip():
+        if not should_trace():
             return await func(*args, **kwargs)
         try:
             span, call = _begin(spec, name, time.monotonic(), False)
@@ -216,7 +199,7 @@ def _wrap_generator(func: Callable[..., Any], spec: _SpanSpec) -> Callable[..., 
 
     @functools.wraps(func)
     def gen_wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        if _skip():
+        if not should_trace():
             return (yield from func(*args, **kwargs))
         try:
             span, call = _begin(spec, name, time.monotonic(), True)
@@ -282,7 +265,7 @@ def _wrap_async_generator(func: Callable[..., Any], spec: _SpanSpec) -> Callable
 
     @functools.wraps(func)
     async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        if _skip():
+        if not should_trace():
             async for item in func(*args, **kwargs):
                 yield item
             return
@@ -358,7 +341,7 @@ class _Scope:
         self._span: Span = trace.INVALID_SPAN
         self._call: _LLMCall | None = None
         self._token: object | None = None
-        if _skip():
+        if not should_trace():
             return
         try:
             self._span, self._call = _begin(spec, name, time.monotonic(), False)
@@ -380,13 +363,20 @@ class _Scope:
 _NO_RESULT = _SpanSpec(None, {})
 
 
+# The blocks entered and not yet exited in this context, innermost last, with the decorator that
+# entered each. One variable for the process: a variable per decorator (``with llmtrace.span()``
+# makes one per request) would leave an entry per call in a long-lived thread's context.
+_open_scopes: ContextVar[tuple[tuple[SpanDecorator, _Scope], ...]] = ContextVar(
+    "llmtrace_open_scopes", default=()
+)
+
+
 class SpanDecorator:
     """A span to create around a function (decorator) or a block (``with`` / ``async with``)."""
 
     def __init__(self, spec: _SpanSpec, default_name: str | None = None) -> None:
         self._spec = spec
         self._default_name = default_name
-        self._scopes: ContextVar[tuple[_Scope, ...]] = ContextVar("llmtrace_scopes", default=())
 
     @overload
     def __call__(self, func: F) -> F: ...
@@ -398,7 +388,7 @@ class SpanDecorator:
     def __enter__(self) -> Span:
         name = self._spec.name or self._default_name or "span"
         scope = _Scope(self._spec, name)
-        self._scopes.set((*self._scopes.get(), scope))
+        _open_scopes.set((*_open_scopes.get(), (self, scope)))
         return scope._span
 
     def __exit__(
@@ -407,11 +397,13 @@ class SpanDecorator:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        scopes = self._scopes.get()
-        if not scopes:
-            return
-        self._scopes.set(scopes[:-1])
-        scopes[-1].close(exc)
+        scopes = _open_scopes.get()
+        # The innermost block this decorator entered (blocks of one decorator may nest).
+        for index in range(len(scopes) - 1, -1, -1):
+            if scopes[index][0] is self:
+                _open_scopes.set(scopes[:index] + scopes[index + 1 :])
+                scopes[index][1].close(exc)
+                return
 
     async def __aenter__(self) -> Span:
         return self.__enter__()

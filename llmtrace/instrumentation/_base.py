@@ -5,6 +5,10 @@ this version of a library lacks is skipped with a debug log, never aborting the 
 attribute llmtrace already wrapped is left alone (never wrapped twice); ``restore()`` puts every
 original back.
 
+The gate (rule 7 of DESIGN.md): :func:`should_trace` is the one answer to "should this be traced?",
+asked by the decorators and by every instrumentation before it does any work. No other module
+decides it.
+
 The model call in flight: a model-client instrumentation (OpenAI, Anthropic) publishes its
 :class:`ModelCall` in a context variable while the SDK sends the request. The HTTP layer below
 reads it to enrich that span with transport phases instead of adding a second span (rule 4), and
@@ -19,14 +23,15 @@ import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import Any
+from typing import Any, cast
 
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace.propagation import _SPAN_KEY
 
-from llmtrace import semconv
+from llmtrace import config, semconv
 from llmtrace.config import settings
 
 logger = logging.getLogger("llmtrace.instrumentation")
@@ -36,6 +41,48 @@ logger = logging.getLogger("llmtrace.instrumentation")
 # wrapper through a Python attribute lookup on every method call, which on a model call's
 # request and HTTP send costs more than the rest of the wrapper.
 _MARK = "_self_llmtrace_wrapper"
+
+
+# Set by OpenTelemetry's span and metric processors while they export, and by
+# ``opentelemetry.instrumentation.utils.suppress_instrumentation()``; the HTTP key by
+# instrumentations that own the HTTP call below them (and ``suppress_http_instrumentation()``).
+_SUPPRESS_KEY: str = getattr(
+    otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"
+)
+_SUPPRESS_HTTP_KEY: str = getattr(
+    otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", "suppress_http_instrumentation"
+)
+
+
+def should_trace() -> bool:
+    """Whether anything started here may be recorded: the one gate every instrumentation asks.
+
+    False while OpenTelemetry suppresses instrumentation (the SDK sets this around every export,
+    so an exporter's own requests are never traced), while llmtrace's provider samples nothing
+    (``drop_all``), and under an unsampled parent (a parent-based sampler drops every child).
+    Reads the context once, directly: it runs on every decorated call and every HTTP request.
+    """
+    if config.drop_all:
+        return False
+    current = otel_context.get_current()
+    if current.get(_SUPPRESS_KEY):
+        return False
+    parent = cast(Span | None, current.get(_SPAN_KEY))
+    if parent is None:
+        return True
+    parent_context = parent.get_span_context()
+    return not (parent_context.is_valid and not parent_context.trace_flags & 0x01)
+
+
+def should_trace_http() -> bool:
+    """:func:`should_trace`, and the HTTP layer is not suppressed by an instrumentation above it."""
+    return should_trace() and not otel_context.get_current().get(_SUPPRESS_HTTP_KEY)
+
+
+def is_suppressed() -> bool:
+    """True while OpenTelemetry suppresses instrumentation (an export in progress, or asked)."""
+    current = otel_context.get_current()
+    return bool(current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_HTTP_KEY))
 
 
 def is_wrapped_by_llmtrace(value: object) -> bool:
@@ -169,7 +216,8 @@ def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
     try:
         active = settings()
         return (
-            active.capture_content,
+            # A budget of 0 bytes captures nothing, streamed or not.
+            active.capture_content and active.content_max_bytes > 0,
             active.content_max_bytes,
             active.redact,
             active.inject_stream_usage,
@@ -180,10 +228,13 @@ def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
 
 
 def bounded_content(text: str, max_bytes: int, redact: Callable[[str], str] | None) -> str:
-    """Content as it may be recorded: redacted first, then cut to the byte budget."""
+    """Content as it may be recorded: redacted first, then cut to ``max_bytes`` bytes of UTF-8
+    (never splitting a character); a budget of 0 records nothing."""
+    if max_bytes <= 0:
+        return ""
     if redact is not None:
         text = redact(text)
     encoded = text.encode("utf-8")
-    if max_bytes > 0 and len(encoded) > max_bytes:
+    if len(encoded) > max_bytes:
         return encoded[:max_bytes].decode("utf-8", errors="ignore")
     return text

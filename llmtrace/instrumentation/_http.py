@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -38,7 +39,13 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import ModelCall, current_model_call, get_tracer
+from llmtrace.instrumentation._base import (
+    ModelCall,
+    current_model_call,
+    get_tracer,
+    is_suppressed,
+    should_trace_http,
+)
 from llmtrace.server.timings import server_timings_from_raw_headers
 from llmtrace.streaming import record_error
 
@@ -190,6 +197,17 @@ def inject_trace_context(headers: Any, span: Span) -> None:
         _BAGGAGE.inject(headers)
 
 
+def propagate_untraced(headers: Any) -> None:
+    """A request that is not traced still carries an unsampled parent's context, so the next
+    service keeps the decision instead of starting a sampled trace of its own; while
+    instrumentation is suppressed (an exporter's own request) nothing is added at all."""
+    try:
+        if not is_suppressed():
+            propagate.inject(headers)
+    except Exception:
+        log_once(logger, "HTTP context injection failed")
+
+
 def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -> None:
     """Inject the trace context of ``span`` and hook the transport's phase events."""
     inject_trace_context(request.headers, span)
@@ -229,18 +247,37 @@ def record_status(span: Span, response: Any) -> None:
 
 
 class _SpanEnd:
-    """Ends a span once, when the response body is closed."""
+    """Ends a span once: when the response body is closed, or when the response is garbage
+    collected without being closed (rule 2: an abandoned stream still ends its span)."""
 
-    __slots__ = ("done", "span")
+    __slots__ = ("done", "finalizer", "span")
 
     def __init__(self, span: Span) -> None:
         self.span = span
         self.done = False
+        self.finalizer: weakref.finalize[Any, Any] | None = None
 
     def __call__(self) -> None:
         if not self.done:
             self.done = True
+            if self.finalizer is not None:
+                self.finalizer.detach()
             self.span.end()
+
+    def watch(self, response: Any) -> None:
+        finalizer = weakref.finalize(response, self.abandoned)
+        # At interpreter exit the exporter may be gone already: nothing to end then.
+        finalizer.atexit = False
+        self.finalizer = finalizer
+
+    def abandoned(self) -> None:
+        if not self.done:
+            self.done = True
+            try:
+                if self.span.is_recording():
+                    self.span.set_attribute(semconv.STREAM_END, "abandoned")
+            finally:
+                self.span.end()
 
 
 def _other_instrumentation_owns_spans(library: str) -> bool:
@@ -288,6 +325,9 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
 
     def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         request = args[0] if args else kwargs.get("request")
+        if not should_trace_http():
+            propagate_untraced(request.headers)
+            return wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:
             try:
@@ -317,6 +357,9 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
 
     async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         request = args[0] if args else kwargs.get("request")
+        if not should_trace_http():
+            propagate_untraced(request.headers)
+            return await wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:
             try:
@@ -367,6 +410,7 @@ def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
             end()
         else:
             response.stream = ending_stream(response.stream, end)
+            end.watch(response)
     except Exception:
         log_once(logger, "HTTP span end failed")
         end()

@@ -38,6 +38,7 @@ from llmtrace.instrumentation._base import (
     enter_model_call,
     get_tracer,
     leave_model_call,
+    should_trace,
 )
 from llmtrace.streaming import (
     STATUS_OK,
@@ -306,7 +307,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
     """wrapt wrappers for ``SyncAPIClient.request`` and ``AsyncAPIClient.request``."""
 
     def prepare(instance: Any, args: Any, kwargs: Any) -> tuple[Plan, ModelCall] | None:
-        if current_model_call() is not None:
+        if current_model_call() is not None or not should_trace():
             return None
         try:
             plan = planner(instance, args, kwargs)

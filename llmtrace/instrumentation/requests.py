@@ -23,8 +23,8 @@ from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import Patches, current_model_call
-from llmtrace.instrumentation._http import record_status, start_network_span
+from llmtrace.instrumentation._base import Patches, current_model_call, should_trace_http
+from llmtrace.instrumentation._http import propagate_untraced, record_status, start_network_span
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,10 @@ def _phases(span: Span, response: Any, started_at: float, eager: bool) -> None:
 def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     request = args[0] if args else kwargs.get("request")
     eager = not kwargs.get("stream", False)
+    if not should_trace_http():
+        # The OTLP/HTTP exporter sends through requests: its requests arrive here suppressed.
+        propagate_untraced(request.headers)
+        return wrapped(*args, **kwargs)
     call = current_model_call()
     if call is not None:
         started_at = time.monotonic()

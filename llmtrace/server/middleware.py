@@ -33,6 +33,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from llmtrace import semconv
+from llmtrace.instrumentation._base import should_trace
 from llmtrace.server.request_start import parse_request_start
 
 Scope = MutableMapping[str, Any]
@@ -111,7 +112,11 @@ class LLMTraceMiddleware:
         self._tracer = trace.get_tracer(semconv.SCOPE_NAME)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("path") in self.excluded_paths:
+        if (
+            scope.get("type") != "http"
+            or scope.get("path") in self.excluded_paths
+            or not should_trace()
+        ):
             await self.app(scope, receive, send)
             return
 

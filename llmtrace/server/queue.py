@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from llmtrace import semconv
+from llmtrace.instrumentation._base import should_trace
 
 DEFAULT_QUEUE_NAME = "semaphore"
 
@@ -49,6 +50,8 @@ _tracer = trace.get_tracer(semconv.SCOPE_NAME)
 
 def _start_queue_span(name: str, started_ns: int) -> Span:
     # The start is taken before the span is made, so the span's own set-up counts as waiting.
+    if not should_trace():
+        return trace.INVALID_SPAN
     return _tracer.start_span(
         f"queue {name}",
         attributes={semconv.STAGE: "queue", semconv.QUEUE_NAME: name},

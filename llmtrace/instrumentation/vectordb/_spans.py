@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from llmtrace import config, semconv
+from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import bounded_content, capture_settings
+from llmtrace.instrumentation._base import bounded_content, capture_settings, should_trace
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
@@ -140,17 +139,6 @@ def _set_content(span: Span, content: Mapping[str, str]) -> None:
             span.set_attribute(key, bounded_content(value, max_bytes, redact))
 
 
-def _parent_may_sample() -> bool:
-    """False when nothing started here can be sampled: skip all work (DESIGN.md rule 5).
-
-    Also False inside ``suppress_instrumentation()``, as OpenTelemetry's own instrumentations.
-    """
-    if config.drop_all or not is_instrumentation_enabled():
-        return False
-    parent = trace.get_current_span().get_span_context()
-    return not (parent.is_valid and not parent.trace_flags.sampled)
-
-
 def _enclosing_same_operation(operation: Operation) -> Span | None:
     """The application's own span this call belongs to, if any (see the module doc)."""
     if operation.identity is None:
@@ -211,7 +199,7 @@ def _start(
     tracer: Tracer, describe: Describe, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> _Started | None:
     try:
-        if not _parent_may_sample():
+        if not should_trace():
             return None
         operation = describe(instance, args, kwargs)
         if operation is None:
@@ -230,6 +218,15 @@ def _start(
         return None
 
 
+def _current(span: Span) -> Any:
+    """``span`` current while the call runs. Nothing is recorded on it here: the status is set by
+    ``_Started.failed`` on llmtrace's own span only, never on an application's enclosing span
+    whose owner may catch the exception (``use_span`` would mark it ERROR by default)."""
+    return trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
+
+
 def sync_wrapper(tracer: Tracer, describe: Describe, read_result: ReadResult) -> Any:
     """A ``wrapt`` wrapper for a synchronous method."""
 
@@ -240,7 +237,7 @@ def sync_wrapper(tracer: Tracer, describe: Describe, read_result: ReadResult) ->
         if started is None:
             return wrapped(*args, **kwargs)
         try:
-            with trace.use_span(started.span, end_on_exit=False, record_exception=False):
+            with _current(started.span):
                 result = wrapped(*args, **kwargs)
         except BaseException as exc:
             started.failed(exc)
@@ -264,7 +261,7 @@ def async_wrapper(tracer: Tracer, describe: Describe, read_result: ReadResult) -
         if started is None:
             return await wrapped(*args, **kwargs)
         try:
-            with trace.use_span(started.span, end_on_exit=False, record_exception=False):
+            with _current(started.span):
                 result = await wrapped(*args, **kwargs)
         except BaseException as exc:
             started.failed(exc)
