@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from llmtrace.config import force_flush, init, settings, shutdown
+from llmtrace.config import delivery_stats, force_flush, init, settings, shutdown
 from llmtrace.decorators import (
     SpanDecorator,
     embedding,
@@ -52,6 +52,7 @@ __all__ = [
     "LLMTraceError",
     "SpanDecorator",
     "__version__",
+    "delivery_stats",
     "embedding",
     "force_flush",
     "init",

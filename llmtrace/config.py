@@ -10,17 +10,31 @@ default. Decisions recorded here:
   spans go, and llmtrace adds nothing.
 - ``exporter="auto"`` means OTLP when an endpoint is configured (argument,
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), else the local file.
+- Endpoints follow the OTLP exporter specification: the generic ``OTEL_EXPORTER_OTLP_ENDPOINT``
+  (and the ``endpoint`` argument) is a base URL to which OTLP/HTTP appends ``/v1/traces`` and
+  ``/v1/metrics``; the signal-specific ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and
+  ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` are used exactly as given. Metrics never go to the
+  traces URL.
+- ``OTEL_SDK_DISABLED=true`` turns llmtrace off entirely: no provider, no patches, decorators do
+  nothing.
 - A second ``init()`` is a no-op (logged at debug level); ``shutdown()`` then ``init()`` starts anew
-  on the same provider (OpenTelemetry allows setting the global provider only once).
+  on the same provider (OpenTelemetry allows setting the global provider only once), with the new
+  service name and sampler.
+- Exit is bounded: flushing at interpreter exit (and ``shutdown()``) waits at most
+  ``shutdown_timeout`` seconds (``LLMTRACE_SHUTDOWN_TIMEOUT``, default 5) for the backend, then
+  logs one WARNING with the number of spans that could not be delivered. Spans lost to a full
+  export queue or a failed export are counted (``delivery_stats()``) and reported the same way.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +57,7 @@ from opentelemetry.sdk.trace.sampling import (
 )
 
 from llmtrace.errors import ConfigError
+from llmtrace.exporters.delivery import CountingExporter, CountingProcessor, DeliveryStats
 from llmtrace.exporters.file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 
 logger = logging.getLogger(__name__)
@@ -59,6 +74,7 @@ SAMPLERS = (
 )
 DEFAULT_FILE_PATH = ".llmtrace/traces.jsonl"
 DEFAULT_CONTENT_MAX_BYTES = 16 * 1024
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 _TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event", "event_only")
 _FALSE = ("0", "false", "no", "off", "no_content", "")
 
@@ -70,7 +86,13 @@ class Settings:
     service_name: str = "unknown_service"
     exporter: str = "auto"
     endpoint: str | None = None
+    """The base OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` semantics)."""
+    traces_endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``: the full traces URL, used as given."""
+    metrics_endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``: the full metrics URL, used as given."""
     protocol: str = "grpc"
+    metrics_protocol: str = "grpc"
     headers: Mapping[str, str] = field(default_factory=dict)
     file_path: str = DEFAULT_FILE_PATH
     file_max_bytes: int = DEFAULT_MAX_BYTES
@@ -82,13 +104,17 @@ class Settings:
     redact: Callable[[str], str] | None = None
     inject_stream_usage: bool = False
     instrument: bool | tuple[str, ...] = True
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    disabled: bool = False
 
 
 _settings = Settings()
 _lock = threading.RLock()
 _initialized = False
 _owned_provider: TracerProvider | None = None
-_processor: SpanProcessor | None = None
+_processor: CountingProcessor | None = None
+_owned_meter_provider: Any = None
+_sampler_switch: _SwitchableSampler | None = None
 _atexit_registered = False
 # Read on every decorated call: True only while llmtrace's own provider samples nothing.
 drop_all = False
@@ -190,12 +216,19 @@ def _from_environment(base: Settings) -> Settings:
         env["service_name"] = value
     if (value := _env("LLMTRACE_EXPORTER")) is not None:
         env["exporter"] = value.lower()
-    endpoint = _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or _env("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if endpoint is not None:
-        env["endpoint"] = endpoint
-    protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or _env("OTEL_EXPORTER_OTLP_PROTOCOL")
+    if (value := _env("OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
+        env["endpoint"] = value
+    if (value := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) is not None:
+        env["traces_endpoint"] = value
+    if (value := _env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) is not None:
+        env["metrics_endpoint"] = value
+    generic_protocol = _env("OTEL_EXPORTER_OTLP_PROTOCOL")
+    protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or generic_protocol
     if protocol is not None:
         env["protocol"] = protocol.lower()
+    protocol = _env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or generic_protocol
+    if protocol is not None:
+        env["metrics_protocol"] = protocol.lower()
     headers = _env("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or _env("OTEL_EXPORTER_OTLP_HEADERS")
     if headers is not None:
         env["headers"] = parse_headers(headers)
@@ -222,6 +255,10 @@ def _from_environment(base: Settings) -> Settings:
         env["inject_stream_usage"] = _parse_bool("LLMTRACE_INJECT_STREAM_USAGE", value)
     if (value := _env("LLMTRACE_INSTRUMENT")) is not None:
         env["instrument"] = _parse_instrument(value)
+    if (value := _env("LLMTRACE_SHUTDOWN_TIMEOUT")) is not None:
+        env["shutdown_timeout"] = _parse_float("LLMTRACE_SHUTDOWN_TIMEOUT", value)
+    if (value := _env("OTEL_SDK_DISABLED")) is not None:
+        env["disabled"] = _parse_bool("OTEL_SDK_DISABLED", value)
     return replace(base, **env)
 
 
@@ -237,19 +274,21 @@ def _parse_instrument(value: str) -> bool | tuple[str, ...]:
 def _validate(s: Settings) -> None:
     if s.exporter not in EXPORTERS:
         raise ConfigError(f"exporter={s.exporter!r} is not known; accepted: {', '.join(EXPORTERS)}")
-    if s.protocol not in PROTOCOLS:
-        raise ConfigError(
-            f"protocol={s.protocol!r} is not supported; accepted: {', '.join(PROTOCOLS)}"
-        )
+    for name, protocol in (("protocol", s.protocol), ("metrics protocol", s.metrics_protocol)):
+        if protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"{name}={protocol!r} is not supported; accepted: {', '.join(PROTOCOLS)}"
+            )
     if s.sampler not in SAMPLERS:
         raise ConfigError(
             f"OTEL_TRACES_SAMPLER={s.sampler!r} is not supported; accepted: {', '.join(SAMPLERS)}"
         )
     if not 0.0 <= s.sample_ratio <= 1.0:
         raise ConfigError(f"sample_ratio={s.sample_ratio!r} is out of range; accepted: 0.0 to 1.0")
-    if s.exporter == "otlp" and not s.endpoint:
-        # The OTLP exporters have a default endpoint (localhost:4317 / :4318); that is fine.
-        pass
+    if not s.shutdown_timeout >= 0.0:
+        raise ConfigError(
+            f"shutdown_timeout={s.shutdown_timeout!r} must be a number of seconds >= 0"
+        )
     if s.content_max_bytes < 0:
         raise ConfigError(f"content_max_bytes={s.content_max_bytes!r} must be >= 0")
     if s.file_max_bytes < 0 or s.file_backups < 0:
@@ -283,29 +322,51 @@ def _sampler(s: Settings) -> Sampler:
 def _resolved_exporter(s: Settings) -> str:
     if s.exporter != "auto":
         return s.exporter
-    return "otlp" if s.endpoint else "file"
+    return "otlp" if s.endpoint or s.traces_endpoint else "file"
+
+
+def _signal_url(base: str | None, signal_path: str) -> str | None:
+    """OTLP/HTTP: a base endpoint with the signal's path appended (a base that already ends with
+    a signal path, as some users pass to ``init(endpoint=...)``, has it replaced)."""
+    if base is None:
+        return None
+    root = base.rstrip("/")
+    for known in ("/v1/traces", "/v1/metrics", "/v1/logs"):
+        root = root.removesuffix(known)
+    return root + signal_path
+
+
+def traces_endpoint(s: Settings) -> str | None:
+    """Where spans go over OTLP, as the exporter is given it (None: the exporter's default)."""
+    if s.protocol == "grpc":
+        return s.traces_endpoint or s.endpoint
+    return s.traces_endpoint or _signal_url(s.endpoint, "/v1/traces")
+
+
+def metrics_endpoint(s: Settings) -> str | None:
+    """Where metrics go over OTLP: never the traces URL (None: the exporter's default)."""
+    if s.metrics_protocol == "grpc":
+        return s.metrics_endpoint or s.endpoint
+    return s.metrics_endpoint or _signal_url(s.endpoint, "/v1/metrics")
+
+
+def _insecure(endpoint: str | None) -> bool | None:
+    return None if endpoint is None else not endpoint.startswith("https://")
 
 
 def _otlp_exporter(s: Settings) -> SpanExporter:
     headers = dict(s.headers) or None
+    endpoint = traces_endpoint(s)
     if s.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
-        endpoint = s.endpoint
-        insecure = None
-        if endpoint is not None:
-            insecure = not endpoint.startswith("https://")
-        return GrpcExporter(endpoint=endpoint, headers=headers, insecure=insecure)
+        return GrpcExporter(endpoint=endpoint, headers=headers, insecure=_insecure(endpoint))
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
 
-    endpoint = s.endpoint
-    # A base endpoint (OTEL_EXPORTER_OTLP_ENDPOINT semantics) gets the signal path appended.
-    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/traces"):
-        endpoint = endpoint.rstrip("/") + "/v1/traces"
     return HttpExporter(endpoint=endpoint, headers=headers)
 
 
@@ -338,6 +399,7 @@ def init(
     redact: Callable[[str], str] | None = None,
     inject_stream_usage: bool | None = None,
     instrument: bool | Iterable[str] | None = None,
+    shutdown_timeout: float | None = None,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once (later calls do nothing)."""
     global _settings, _initialized, _owned_provider, _processor, _atexit_registered, drop_all
@@ -355,8 +417,10 @@ def init(
             overrides["exporter"] = str(exporter).lower()
         if endpoint is not None:
             overrides["endpoint"] = endpoint
+            # An explicit argument wins over the signal-specific variables too.
+            overrides["traces_endpoint"] = None
         if protocol is not None:
-            overrides["protocol"] = str(protocol).lower()
+            overrides["protocol"] = overrides["metrics_protocol"] = str(protocol).lower()
         if headers is not None:
             overrides["headers"] = dict(headers)
         if file_path is not None:
@@ -376,34 +440,40 @@ def init(
             overrides["instrument"] = (
                 instrument if isinstance(instrument, bool) else tuple(instrument)
             )
+        if shutdown_timeout is not None:
+            overrides["shutdown_timeout"] = float(shutdown_timeout)
         s = replace(s, **overrides)
         _validate(s)
+
+        if s.disabled:
+            # OTEL_SDK_DISABLED: no provider, no exporter, no patches; decorators skip all work.
+            logger.info("llmtrace: OTEL_SDK_DISABLED is set; tracing is off")
+            _settings = s
+            _initialized = True
+            drop_all = True
+            return
 
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider) and current is not _owned_provider:
             provider = current
             add_exporter = explicit_exporter
         else:
-            if _owned_provider is None:
-                _owned_provider = TracerProvider(
-                    resource=Resource.create({"service.name": s.service_name}),
-                    sampler=_sampler(s),
-                )
-                trace.set_tracer_provider(_owned_provider)
-            provider = _owned_provider
+            _own_provider(s)
+            provider = _owned_provider  # type: ignore[assignment]
             add_exporter = True
 
         if add_exporter:
             span_exporter = _make_exporter(s)
             if span_exporter is not None:
+                counting = CountingExporter(span_exporter)
                 # The console exporter is for watching live: no batching delay.
-                processor: SpanProcessor = (
-                    SimpleSpanProcessor(span_exporter)
+                batching: SpanProcessor = (
+                    SimpleSpanProcessor(counting)
                     if _resolved_exporter(s) == "console"
-                    else BatchSpanProcessor(span_exporter)
+                    else BatchSpanProcessor(counting)
                 )
-                provider.add_span_processor(processor)
-                _processor = processor
+                _processor = CountingProcessor(batching, counting)
+                provider.add_span_processor(_processor)
 
         if add_exporter and _resolved_exporter(s) == "otlp":
             _install_metrics(s)
@@ -422,9 +492,65 @@ def init(
         instrument_libraries(None if s.instrument is True else list(s.instrument))
 
 
+class _SwitchableSampler(Sampler):
+    """The sampler of llmtrace's own provider, replaceable by a later ``init()``.
+
+    OpenTelemetry lets the global provider be set once, and its tracers keep the sampler object
+    they were made with; this one forwards to the sampler of the settings in force. The forward
+    costs nothing per span: ``should_sample`` is the current sampler's own bound method, stored on
+    the instance (where it shadows the class's).
+    """
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.use(sampler)
+
+    def use(self, sampler: Sampler) -> None:
+        self.current = sampler
+        self.should_sample = sampler.should_sample  # type: ignore[method-assign]
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
+        return self.current.should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return self.current.get_description()
+
+
+def _own_provider(s: Settings) -> None:
+    """Create llmtrace's provider, or give the existing one the new service name and sampler."""
+    global _owned_provider, _sampler_switch
+    if _owned_provider is None:
+        _sampler_switch = _SwitchableSampler(_sampler(s))
+        _owned_provider = TracerProvider(
+            resource=Resource.create({"service.name": s.service_name}), sampler=_sampler_switch
+        )
+        trace.set_tracer_provider(_owned_provider)
+        return
+    if _sampler_switch is not None:
+        _sampler_switch.use(_sampler(s))
+    # Tracers hold the provider's Resource object: give that object the new attributes.
+    _replace_resource_attributes(_owned_provider.resource, s.service_name)
+    if _owned_meter_provider is not None:
+        sdk_config = getattr(_owned_meter_provider, "_sdk_config", None)
+        if sdk_config is not None:
+            _replace_resource_attributes(sdk_config.resource, s.service_name)
+
+
+def _replace_resource_attributes(resource: Resource, service_name: str) -> None:
+    fresh = Resource.create({"service.name": service_name})
+    try:
+        resource._attributes = fresh._attributes
+    except Exception:
+        logger.warning(
+            "llmtrace: could not change the service name to %r after shutdown(); spans keep "
+            "the first one",
+            service_name,
+        )
+
+
 def _install_metrics(s: Settings) -> None:
     """The GenAI client metrics go to the same OTLP endpoint as the spans, unless the application
     already has a MeterProvider or ``OTEL_METRICS_EXPORTER=none``."""
+    global _owned_meter_provider
     from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -434,29 +560,36 @@ def _install_metrics(s: Settings) -> None:
     if isinstance(metrics.get_meter_provider(), MeterProvider):
         return
     headers = dict(s.headers) or None
+    endpoint = metrics_endpoint(s)
     exporter: Any
-    if s.protocol == "grpc":
+    if s.metrics_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        insecure = None if s.endpoint is None else not s.endpoint.startswith("https://")
-        exporter = GrpcMetricExporter(endpoint=s.endpoint, headers=headers, insecure=insecure)
+        exporter = GrpcMetricExporter(
+            endpoint=endpoint, headers=headers, insecure=_insecure(endpoint)
+        )
     else:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
             OTLPMetricExporter as HttpMetricExporter,
         )
 
-        endpoint = s.endpoint
-        if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/metrics"):
-            endpoint = endpoint.rstrip("/").removesuffix("/v1/traces") + "/v1/metrics"
         exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
-    metrics.set_meter_provider(
-        MeterProvider(
-            resource=Resource.create({"service.name": s.service_name}),
-            metric_readers=[PeriodicExportingMetricReader(exporter)],
-        )
+    # Shut down by llmtrace's bounded exit, not by the SDK's own unbounded exit handler.
+    _owned_meter_provider = MeterProvider(
+        resource=Resource.create({"service.name": s.service_name}),
+        metric_readers=[PeriodicExportingMetricReader(exporter)],
+        shutdown_on_exit=False,
     )
+    metrics.set_meter_provider(_owned_meter_provider)
+
+
+def delivery_stats() -> DeliveryStats | None:
+    """Spans counted by llmtrace's exporter since ``init()``: taken, delivered, failed, dropped
+    (None when llmtrace added no exporter)."""
+    processor = _processor
+    return processor.stats() if processor is not None else None
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
@@ -472,7 +605,8 @@ def force_flush(timeout_millis: int = 30000) -> bool:
 
 
 def shutdown() -> None:
-    """Flush and stop llmtrace's exporter and undo its instrumentation."""
+    """Flush and stop llmtrace's exporter (waiting at most ``shutdown_timeout`` seconds) and undo
+    its instrumentation."""
     global _initialized, _processor, _settings, drop_all
     with _lock:
         if not _initialized:
@@ -485,13 +619,94 @@ def shutdown() -> None:
             logger.debug("llmtrace: uninstrument failed", exc_info=True)
         processor = _processor
         if processor is not None:
-            processor.force_flush()
-            processor.shutdown()
-            _detach_processor(processor)
+            _stop(processor, None, _settings)
+        elif _owned_meter_provider is not None:
+            _flush_meters(_settings.shutdown_timeout)
         _processor = None
         _initialized = False
         drop_all = False
         _settings = Settings()
+
+
+def _flush_meters(timeout: float) -> None:
+    with _logged_at_debug("metrics flush"):
+        _owned_meter_provider.force_flush(timeout_millis=int(timeout * 1000))
+
+
+@contextlib.contextmanager
+def _logged_at_debug(what: str) -> Iterator[None]:
+    """Nothing at exit or shutdown may raise into the application: log at debug level, go on."""
+    try:
+        yield
+    except Exception:
+        logger.debug("llmtrace: %s failed", what, exc_info=True)
+
+
+def _stop(processor: CountingProcessor, meter_provider: Any, s: Settings) -> None:
+    """Flush and shut down ``processor`` (and ``meter_provider``, at exit) within the settings'
+    ``shutdown_timeout``; then report what could not be delivered.
+
+    The work runs in a daemon thread so the wait is bounded whatever the exporter does (a
+    collector that accepts connections and never answers holds an OTLP export for its own
+    timeout, 10 s by default, and the SDK's flush does not honour the timeout it is given).
+    When time runs out the exporter is closed (later exports fail at once, counted) and the
+    processor is detached, so the provider's own exit handler does not wait for it either.
+    """
+    timeout = s.shutdown_timeout
+    deadline = time.monotonic() + timeout
+    finished = threading.Event()
+
+    def finish() -> None:
+        try:
+            with _logged_at_debug("flush"):
+                processor.force_flush(int(timeout * 1000))
+            with _logged_at_debug("exporter shutdown"):
+                processor.shutdown()
+            if meter_provider is not None:
+                remaining = max(deadline - time.monotonic(), 0.0)
+                with _logged_at_debug("metrics shutdown"):
+                    meter_provider.shutdown(timeout_millis=int(remaining * 1000))
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=finish, name="llmtrace-shutdown", daemon=True)
+    worker.start()
+    timed_out = not finished.wait(timeout)
+    if timed_out:
+        processor.exporter.close()
+        with _logged_at_debug("exporter interrupt"):
+            # Ends the OTLP exporters' retry back-off waits (they watch a shutdown event).
+            processor.exporter.inner.shutdown()
+    _detach_processor(processor)
+    _report_undelivered(processor.stats(), s, timed_out)
+
+
+def _report_undelivered(stats: DeliveryStats, s: Settings, timed_out: bool) -> None:
+    if stats.undelivered == 0:
+        return
+    parts = []
+    if stats.failed:
+        parts.append(f"{stats.failed} in failed exports")
+    if stats.queue_dropped:
+        parts.append(f"{stats.queue_dropped} dropped because the export queue was full")
+    waiting = stats.refused_after_deadline + (stats.queued or 0)
+    if waiting:
+        parts.append(f"{waiting} still waiting when time ran out")
+    where = traces_endpoint(s) if _resolved_exporter(s) == "otlp" else _resolved_exporter(s)
+    hint = (
+        f"; the backend did not answer within {s.shutdown_timeout:g} s "
+        "(LLMTRACE_SHUTDOWN_TIMEOUT sets the wait)"
+        if timed_out
+        else ""
+    )
+    logger.warning(
+        "llmtrace: %d of %d spans could not be delivered to %s (%s)%s",
+        stats.undelivered,
+        stats.taken,
+        where or "the default OTLP endpoint",
+        ", ".join(parts) or "reason unknown",
+        hint,
+    )
 
 
 def _detach_processor(processor: SpanProcessor) -> None:
@@ -504,7 +719,13 @@ def _detach_processor(processor: SpanProcessor) -> None:
 
 
 def _flush_at_exit() -> None:
+    global _processor
     try:
-        force_flush(5000)
+        processor = _processor
+        if processor is not None:
+            _processor = None
+            _stop(processor, _owned_meter_provider, _settings)
+        elif _owned_meter_provider is not None:
+            _flush_meters(_settings.shutdown_timeout)
     except Exception:
         logger.debug("llmtrace: flush at exit failed", exc_info=True)

@@ -229,3 +229,89 @@ def test_children_of_an_unsampled_parent_are_skipped(spans):
         assert span is trace.INVALID_SPAN
         assert trace.get_current_span() is parent
     assert spans.get_finished_spans() == ()
+
+
+def test_signal_specific_endpoints_are_used_as_given_and_metrics_never_use_the_traces_url(
+    monkeypatch,
+):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://collector:4318/custom/traces")
+    s = config._from_environment(config.Settings())
+    assert config.traces_endpoint(s) == "http://collector:4318/custom/traces"
+    assert config.metrics_endpoint(s) is None  # the metrics exporter's own default
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
+    s = config._from_environment(config.Settings())
+    assert config.traces_endpoint(s) == "http://collector:4318/custom/traces"
+    assert config.metrics_endpoint(s) == "http://collector:4318/v1/metrics"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://metrics:9000/in")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")
+    s = config._from_environment(config.Settings())
+    assert config.metrics_endpoint(s) == "http://metrics:9000/in"
+    # A base endpoint given as the traces URL is still understood as the base.
+    s = config.Settings(protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
+    assert config.traces_endpoint(s) == "http://c:4318/v1/traces"
+    assert (
+        config.metrics_endpoint(
+            config.Settings(metrics_protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
+        )
+        == "http://c:4318/v1/metrics"
+    )
+
+
+def test_otel_sdk_disabled_turns_llmtrace_off_entirely(tmp_path):
+    result = run_script(
+        """
+        import llmtrace, requests
+        from opentelemetry import trace
+        from llmtrace.instrumentation import registry
+
+        llmtrace.init(service_name="off")
+
+        @llmtrace.workflow
+        def answer():
+            return 42
+
+        assert answer() == 42
+        print(type(trace.get_tracer_provider()).__name__, sorted(registry._active))
+        print(hasattr(requests.Session.send, "__wrapped__"))
+        """,
+        tmp_path,
+        {"OTEL_SDK_DISABLED": "true"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ProxyTracerProvider", "[]", "False"]
+    assert not (tmp_path / ".llmtrace").exists()
+
+
+def test_init_after_shutdown_takes_the_new_service_name_and_sampler(tmp_path):
+    result = run_script(
+        """
+        import llmtrace
+        llmtrace.init(service_name="first", instrument=False)
+        with llmtrace.span("one", stage="tool"):
+            pass
+        llmtrace.shutdown()
+        llmtrace.init(service_name="second", sample_ratio=0.0, instrument=False)
+        with llmtrace.span("dropped", stage="tool"):
+            pass
+        llmtrace.shutdown()
+        llmtrace.init(service_name="third", sample_ratio=1.0, instrument=False)
+        with llmtrace.span("three", stage="tool"):
+            pass
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    spans = spans_in(tmp_path / ".llmtrace" / "traces.jsonl")
+    assert [(s["name"], s["service"]) for s in spans] == [("one", "first"), ("three", "third")]
+
+
+def test_shutdown_timeout_option_and_variable(monkeypatch):
+    assert config.Settings().shutdown_timeout == 5.0
+    monkeypatch.setenv("LLMTRACE_SHUTDOWN_TIMEOUT", "1.5")
+    assert config._from_environment(config.Settings()).shutdown_timeout == 1.5
+    monkeypatch.setenv("LLMTRACE_SHUTDOWN_TIMEOUT", "soon")
+    with pytest.raises(llmtrace.ConfigError, match="LLMTRACE_SHUTDOWN_TIMEOUT='soon'"):
+        config._from_environment(config.Settings())
+    with pytest.raises(llmtrace.ConfigError, match="shutdown_timeout"):
+        config._validate(config.Settings(shutdown_timeout=-1))

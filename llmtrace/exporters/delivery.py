@@ -1,0 +1,147 @@
+"""Delivery accounting for the exporter llmtrace adds: what was sent, what failed, what was lost.
+
+An application must never lose spans silently (queue full, collector down) and must never wait
+long at exit for a collector that does not answer. llmtrace's span processor is wrapped in a
+:class:`CountingProcessor` and its exporter in a :class:`CountingExporter`, so that:
+
+- every sampled span handed to the processor, every span handed to the exporter, and every
+  span the exporter delivered or failed to deliver is counted (:func:`DeliveryStats`);
+- spans lost because the export queue was full are the ones the processor took but never
+  handed to the exporter (the SDK's batch queue drops the oldest span when full);
+- once the exit deadline has passed, the exporter is *closed*: an export still asked for then
+  returns failure at once, counted, instead of waiting for a collector that is not there.
+
+The counters are plain integers updated under the GIL from the exporting thread and the
+application's threads; they are for reporting, not for synchronisation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+logger = logging.getLogger("llmtrace")
+
+
+@dataclass(frozen=True)
+class DeliveryStats:
+    """Spans counted since ``init()``: taken by the processor, handed to the exporter, delivered,
+    failed in an export, and dropped before any export (queue full, or after the exit deadline)."""
+
+    taken: int
+    handed: int
+    delivered: int
+    failed: int
+    refused_after_deadline: int
+    queued: int | None
+    """Spans still waiting in the batch queue, when the SDK lets us see it (else None)."""
+
+    @property
+    def queue_dropped(self) -> int:
+        """Spans the batch queue dropped because it was full."""
+        waiting = self.queued or 0
+        return max(self.taken - self.handed - waiting, 0)
+
+    @property
+    def undelivered(self) -> int:
+        """Spans taken that did not reach the backend (failed, dropped, refused or still queued)."""
+        return max(self.taken - self.delivered, 0)
+
+
+class CountingExporter(SpanExporter):
+    """Passes batches to ``inner``, counting the outcome; refuses everything once closed."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.handed = 0
+        self.delivered = 0
+        self.failed = 0
+        self.refused = 0
+        self.closed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        count = len(spans)
+        if self.closed:
+            self.refused += count
+            return SpanExportResult.FAILURE
+        self.handed += count
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            # An exporter that raises must not kill the batch worker: count it as a failure.
+            logger.warning(
+                "llmtrace: the span exporter raised; %d spans lost", count, exc_info=True
+            )
+            self.failed += count
+            return SpanExportResult.FAILURE
+        if result == SpanExportResult.SUCCESS:
+            self.delivered += count
+        else:
+            self.failed += count
+        return result
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if self.closed:
+            return False
+        return bool(self.inner.force_flush(timeout_millis))
+
+    def close(self) -> None:
+        """Refuse every later export, and let the inner exporter stop waiting (its retries)."""
+        self.closed = True
+
+    def shutdown(self) -> None:
+        self.closed = True
+        self.inner.shutdown()
+
+
+class CountingProcessor(SpanProcessor):
+    """Counts the sampled spans ``inner`` takes; everything else is ``inner``'s."""
+
+    def __init__(self, inner: SpanProcessor, exporter: CountingExporter) -> None:
+        self.inner = inner
+        self.exporter = exporter
+        self.taken = 0
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is not None and context.trace_flags.sampled:
+            self.taken += 1
+        self.inner.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def stats(self) -> DeliveryStats:
+        exporter = self.exporter
+        return DeliveryStats(
+            taken=self.taken,
+            handed=exporter.handed,
+            delivered=exporter.delivered,
+            failed=exporter.failed,
+            refused_after_deadline=exporter.refused,
+            queued=_queued(self.inner),
+        )
+
+
+def _queued(processor: SpanProcessor) -> int | None:
+    # The SDK keeps its batch queue private (a deque in ``_batch_processor._queue`` since 1.32,
+    # ``queue`` before); when neither is there the split between "queued" and "dropped" is unknown.
+    inner = getattr(processor, "_batch_processor", processor)
+    queue = getattr(inner, "_queue", None)
+    if queue is None:
+        queue = getattr(processor, "queue", None)
+    try:
+        return len(queue) if queue is not None else None
+    except TypeError:
+        return None

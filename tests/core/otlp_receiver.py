@@ -1,0 +1,122 @@
+"""A local OTLP/HTTP receiver for tests: decodes what exporters POST and keeps it.
+
+Real protobuf decoding (the ``opentelemetry-proto`` messages the exporters themselves use), so a
+test can count exactly which spans and metrics an application sent. Also a black hole: a server
+that accepts connections and never answers, the worst case for an exporter at exit.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+@dataclass
+class Received:
+    span_names: list[str] = field(default_factory=list)
+    metric_names: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class OTLPReceiver:
+    """``url`` is the base endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``); ``received`` what came."""
+
+    def __init__(self) -> None:
+        self.received = Received()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with received.lock:
+                    received.paths.append(self.path)
+                    if self.path.endswith("/v1/traces"):
+                        request = ExportTraceServiceRequest.FromString(body)
+                        for resource_spans in request.resource_spans:
+                            for scope_spans in resource_spans.scope_spans:
+                                received.span_names.extend(s.name for s in scope_spans.spans)
+                        answer = ExportTraceServiceResponse().SerializeToString()
+                    elif self.path.endswith("/v1/metrics"):
+                        metrics_request = ExportMetricsServiceRequest.FromString(body)
+                        for resource_metrics in metrics_request.resource_metrics:
+                            for scope_metrics in resource_metrics.scope_metrics:
+                                received.metric_names.extend(m.name for m in scope_metrics.metrics)
+                        answer = ExportMetricsServiceResponse().SerializeToString()
+                    else:
+                        self.send_response(404)
+                        self.end_headers()
+                        return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OTLPReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@contextmanager
+def black_hole() -> Iterator[str]:
+    """A ``host:port`` that accepts TCP connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            accepted.append(connection)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        for connection in accepted:
+            connection.close()
+        listener.close()
+
+
+def unused_port() -> int:
+    """A port on which nothing listens (bound and released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
