@@ -130,7 +130,7 @@ class MessageEventParser:
                 text = getattr(event.delta, "text", None)
                 if text:
                     self._text.append(text)
-                    self._text_budget -= len(text)
+                    self._text_budget -= len(text.encode("utf-8"))  # a byte budget
         elif kind == "message_start":
             message = event.message
             self.id = message.id

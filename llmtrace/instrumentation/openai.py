@@ -294,7 +294,7 @@ class ChatChunkParser:
                 text = delta.content if delta is not None else getattr(choice, "text", None)
                 if text:
                     self._text.append(text)
-                    self._text_budget -= len(text)
+                    self._text_budget -= len(text.encode("utf-8"))  # a byte budget
 
     def _remember_timings(self, chunk: Any) -> None:
         # llama.cpp's server puts its own prompt/generation timings on the last chunk.

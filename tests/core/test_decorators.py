@@ -6,6 +6,10 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import traceback
 from collections.abc import Callable
@@ -486,3 +490,45 @@ def test_mark_first_token_and_estimated_usage(spans):
     assert attrs[semconv.USAGE_OUTPUT_TOKENS_ESTIMATED] == 5
     assert attrs["custom.key"] == "v" and attrs["other"] == 1 and "skipped" not in attrs
     assert semconv.STREAM_END not in attrs  # not a stream
+
+
+def test_span_blocks_leave_nothing_behind_in_a_long_lived_context(spans):
+    before = len(contextvars.copy_context())
+    for _ in range(1000):
+        with llmtrace.span("block", stage="tool"):
+            pass
+    assert len(contextvars.copy_context()) <= before + 1
+    assert len(spans.get_finished_spans()) == 1000
+
+
+def test_memory_stays_flat_over_200000_span_blocks_in_one_thread(tmp_path):
+    code = textwrap.dedent(
+        """
+        import os
+        import llmtrace
+
+        llmtrace.init(service_name="blocks", exporter="none", instrument=False)
+        page = os.sysconf("SC_PAGE_SIZE")
+
+        def rss():
+            with open("/proc/self/statm") as statm:
+                return int(statm.read().split()[1]) * page
+
+        def blocks(count):
+            for _ in range(count):
+                with llmtrace.span("block", stage="tool"):
+                    pass
+
+        blocks(20_000)
+        first = rss()
+        blocks(180_000)
+        print(rss() - first)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    growth = int(result.stdout.strip())
+    assert growth < 4 * 1024 * 1024, f"RSS grew {growth / 1e6:.1f} MB over 180,000 blocks"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -159,3 +160,29 @@ def test_uninstrument_restores_originals_and_instrument_is_idempotent(instrument
 
 def test_missing_library_is_skipped():
     assert registry.instrument(["faiss_that_does_not_exist"]) == []
+
+
+@pytest.mark.parametrize("library", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_response_stream_never_closed_still_ends_its_span(model_server, spans, library):
+    client = library.Client()
+    response = client.send(client.build_request("GET", f"{model_server.url}/tool"), stream=True)
+    assert response.status_code == 200
+    assert spans.get_finished_spans() == ()
+    del response  # abandoned: neither read nor closed
+    gc.collect()
+    (span,) = spans.get_finished_spans()
+    assert span.attributes[semconv.STREAM_END] == "abandoned"
+    assert span.end_time is not None
+    client.close()
+
+
+@pytest.mark.parametrize("library", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_closed_response_stream_ends_its_span_once(model_server, spans, library):
+    with library.Client() as client:
+        with client.stream("GET", f"{model_server.url}/tool") as response:
+            response.read()
+        (span,) = spans.get_finished_spans()
+        assert semconv.STREAM_END not in span.attributes
+        del response
+        gc.collect()
+        assert len(spans.get_finished_spans()) == 1

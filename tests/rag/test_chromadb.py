@@ -7,6 +7,7 @@ which cannot work offline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import httpx
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
+import llmtrace
 from llmtrace import semconv
 from llmtrace.instrumentation.vectordb.chromadb import ChromaInstrumentor
 
@@ -202,3 +204,13 @@ async def test_the_async_http_client_is_traced(spans, chroma_server) -> None:
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.attributes[semconv.ERROR_TYPE] == type(failure.value).__qualname__
     assert "dimension" in str(failure.value)
+
+
+def test_a_caught_failure_leaves_the_applications_own_span_unmarked(spans, collection) -> None:
+    wrong_dimension = [[1.0, 0.0]]
+    # The application handles the failure inside its own span: that span did not fail.
+    with llmtrace.span("lookup", stage="retrieval"), contextlib.suppress(Exception):
+        collection.query(query_embeddings=wrong_dimension, n_results=1)
+    span = only(spans.get_finished_spans(), "lookup")
+    assert span.status.status_code == StatusCode.UNSET
+    assert semconv.ERROR_TYPE not in span.attributes
