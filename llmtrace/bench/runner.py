@@ -3,7 +3,9 @@
 Every request is the root span of its own trace (``bench {run}``) carrying the run name, the
 question id, the concurrency and the question-set hash, so the report of one run can be built
 from a trace file that holds many. Warmup requests run first, at the same concurrency, and are
-marked so the report leaves them out. Errors and timeouts are outcomes, not failures of the run.
+marked so the report leaves them out. Errors and timeouts are outcomes, not failures of the run:
+a timeout is bench's own ``--timeout`` running out; a ``TimeoutError`` the target raises itself
+is an error of that request, like any other exception.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ class BenchPlan:
             raise ValueError("repeat must be at least 1")
         if self.warmup < 0:
             raise ValueError("warmup cannot be negative")
-        if self.rate is not None and self.rate <= 0:
+        # "not > 0" also turns away NaN, which every comparison with it would let through.
+        if self.rate is not None and not self.rate > 0:
             raise ValueError("rate must be positive")
-        if self.timeout is not None and self.timeout <= 0:
+        if self.timeout is not None and not self.timeout > 0:
             raise ValueError("timeout must be positive")
 
 
@@ -203,33 +206,41 @@ class BenchRunner:
         started = time.perf_counter()
         status: Status_ = "ok"
         error: str | None = None
+        # No deadline without --timeout; with one, only this deadline makes a "timeout".
+        deadline = asyncio.timeout(self.plan.timeout)
         try:
             with trace.use_span(span, end_on_exit=False, record_exception=False):
-                call = self.target(question)
-                if self.plan.timeout is None:
-                    await call
-                else:
-                    await asyncio.wait_for(call, self.plan.timeout)
-        except TimeoutError:
-            status, error = "timeout", f"no answer within {self.plan.timeout:g}s"
-            span.set_attribute(semconv.ERROR_TYPE, TIMEOUT_ERROR_TYPE)
-            span.set_status(Status(StatusCode.ERROR, error))
+                async with deadline:
+                    await self.target(question)
+        except TimeoutError as exc:
+            if deadline.expired():
+                status, error = "timeout", f"no answer within {self.plan.timeout:g}s"
+                span.set_attribute(semconv.ERROR_TYPE, TIMEOUT_ERROR_TYPE)
+                span.set_status(Status(StatusCode.ERROR, error))
+            else:
+                # The target's own timeout (its HTTP client's, its backend's) is its error.
+                status, error = "error", _record_error(span, exc)
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled"
             span.set_attribute(semconv.ERROR_TYPE, CANCELLED_ERROR_TYPE)
             span.set_status(Status(StatusCode.ERROR, "cancelled"))
             raise
         except Exception as exc:
-            status, error = "error", f"{type(exc).__name__}: {exc}"
-            span.record_exception(exc)
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+            status, error = "error", _record_error(span, exc)
         finally:
             latency = time.perf_counter() - started
             span.end()
             outcome = Outcome(question.id, warmup, status, latency, trace_id, error)
             result.outcomes.append(outcome)
         return outcome
+
+
+def _record_error(span: Span, exc: Exception) -> str:
+    """Mark ``span`` as failed by ``exc``; return the outcome's error text."""
+    span.record_exception(exc)
+    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _start_request_span(

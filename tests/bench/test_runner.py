@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections import Counter
 
@@ -201,6 +202,45 @@ async def test_cancel_ends_requests_in_flight_and_leaves_them_out(
 
 
 def test_invalid_plans_are_rejected() -> None:
-    for bad in ({"concurrency": 0}, {"repeat": 0}, {"warmup": -1}, {"rate": 0}, {"timeout": 0}):
+    for bad in (
+        {"concurrency": 0},
+        {"repeat": 0},
+        {"warmup": -1},
+        {"rate": 0},
+        {"timeout": 0},
+        {"rate": math.nan},
+        {"timeout": math.nan},
+    ):
         with pytest.raises(ValueError):
             BenchPlan(name="x", **bad)  # type: ignore[arg-type]
+
+
+def _own_timeout_target(failing: str) -> CallableTarget:
+    """Answers after 50 ms, except ``failing``, whose backend gives up at once."""
+
+    async def answer(question: str) -> str:
+        if question == failing:
+            raise TimeoutError("the backend gave up")
+        await asyncio.sleep(0.05)
+        return question
+
+    return CallableTarget(answer, "own-timeout")
+
+
+@pytest.mark.parametrize("bench_timeout", [None, 5.0])
+async def test_a_timeout_error_raised_by_the_target_is_an_error_of_that_request(
+    spans: InMemorySpanExporter, bench_timeout: float | None
+) -> None:
+    plan = BenchPlan(name="own-timeout", concurrency=3, timeout=bench_timeout)
+    result = await BenchRunner(QUESTIONS, _own_timeout_target("question 1"), plan).run()
+    assert (result.requests, result.errors, result.timeouts) == (9, 1, 0)
+    (failed,) = [o for o in result.outcomes if o.question_id == "1"]
+    assert failed.status == "error"
+    assert failed.error == "TimeoutError: the backend gave up"
+    requests = request_spans(spans.get_finished_spans())
+    (span,) = [s for s in requests if (s.attributes or {})[semconv.BENCH_QUESTION_ID] == "1"]
+    assert span.status.status_code is StatusCode.ERROR
+    assert (span.attributes or {})[semconv.ERROR_TYPE] == "TimeoutError"
+    # The worker that met the error goes on: three requests stay in flight after it.
+    later = [s for s in requests if (s.attributes or {})[semconv.BENCH_QUESTION_ID] != "1"]
+    assert max_overlap(later) == 3
