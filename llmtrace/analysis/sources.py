@@ -282,7 +282,13 @@ class JaegerClient:
 
     def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        try:
+            self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        except httpx.InvalidURL as exc:
+            raise SourceError(
+                f"{self.base_url} is not a valid Jaeger URL ({exc}); pass the Jaeger UI/query "
+                "URL, e.g. http://localhost:16686"
+            ) from None
 
     def close(self) -> None:
         self._http.close()
@@ -290,7 +296,7 @@ class JaegerClient:
     def _get(self, path: str, params: dict[str, str] | None = None) -> httpx.Response:
         try:
             return self._http.get(path, params=params)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             reason = str(exc) or type(exc).__name__
             raise SourceError(
                 f"cannot reach Jaeger at {self.base_url} ({reason}): is the Jaeger query "
@@ -369,8 +375,12 @@ def _find_window(
     wanted: int,
     collector: SpanCollector,
     seen: set[str],
-) -> None:
-    """Read up to ``wanted`` traces started in [start, end), newest first.
+) -> tuple[int, datetime]:
+    """Read up to ``wanted`` traces not read yet, started in [start, end), newest first.
+
+    Returns how many new traces were read and the frontier: every trace of ``service`` started in
+    [frontier, end) has been read. A frontier equal to ``start`` means the window is exhausted;
+    any other frontier means exactly ``wanted`` traces were read and the rest lie before it.
 
     Jaeger caps one answer at the requested number of traces; when an answer is full the window
     is split in halves (newer half first) so that a large window is read in pages.
@@ -382,14 +392,54 @@ def _find_window(
     # read through a neighbouring window, or a truncated window would pass for a complete one.
     if len(returned) >= page and end - start > timedelta(milliseconds=2):
         middle = start + (end - start) / 2
-        _find_window(client, service, middle, end, wanted, collector, seen)
-        remaining = wanted - len(seen)
-        if remaining > 0:
-            _find_window(client, service, start, middle, remaining, collector, seen)
-        return
+        newer, frontier = _find_window(client, service, middle, end, wanted, collector, seen)
+        if newer >= wanted:
+            return newer, frontier
+        older, frontier = _find_window(
+            client, service, start, middle, wanted - newer, collector, seen
+        )
+        return newer + older, frontier
     for document in documents:
         collector.add_document(document)
+    new = len(returned - seen)
     seen.update(returned)
+    return new, start
+
+
+def _find_shared(
+    client: JaegerClient,
+    services: list[str],
+    start: datetime,
+    end: datetime,
+    budget: int,
+    collector: SpanCollector,
+) -> None:
+    """Read up to ``budget`` traces started in [start, end), shared fairly among ``services``.
+
+    The budget is read in rounds: each round divides what is left of it equally among the
+    services that may still hold traces (when it does not divide evenly, the services first in
+    the list get one more), and each service reads its share, newest first, continuing where
+    it stopped in the round before. A service that holds fewer traces than its share drops out,
+    and the next round gives what it left to the others. A trace with spans of several services
+    counts once, for the service it was read through first.
+    """
+    seen: set[str] = set()
+    # Per service still in the running: every one of its traces in [frontier, end) is read.
+    frontiers = dict.fromkeys(services, end)
+    while frontiers and budget > 0:
+        share, extra = divmod(budget, len(frontiers))
+        for position, service in enumerate(list(frontiers)):
+            quota = share + (1 if position < extra else 0)
+            if quota == 0:
+                break
+            read, frontier = _find_window(
+                client, service, start, frontiers[service], quota, collector, seen
+            )
+            budget -= read
+            if frontier <= start:
+                del frontiers[service]
+            else:
+                frontiers[service] = frontier
 
 
 def _load_jaeger(
@@ -400,6 +450,9 @@ def _load_jaeger(
     limit: int | None,
     trace_id: str | None,
 ) -> TraceSet:
+    """One trace by id, or up to ``limit`` traces (default 2000) started in the window: those of
+    ``service``, or without it, those of every application service, the limit shared fairly
+    among them (``_find_shared``) so that one busy service cannot crowd out the others."""
     client = JaegerClient(base_url)
     collector = SpanCollector()
     try:
@@ -417,9 +470,7 @@ def _load_jaeger(
                 targets = [service]
             else:
                 targets = [name for name in services if name not in _JAEGER_OWN_SERVICES]
-            seen: set[str] = set()
-            for name in targets:
-                _find_window(client, name, start, end, wanted, collector, seen)
+            _find_shared(client, targets, start, end, wanted, collector)
     except OTLPFormatError as exc:
         raise SourceError(
             f"Jaeger at {client.base_url} answered with unexpected data: {exc}"
