@@ -7,6 +7,7 @@ import importlib
 import inspect
 import json
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,6 +79,18 @@ def load_callable(spec: str) -> CallableTarget:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise CommandError(f"cannot import {module_name!r} for target {spec!r}: {exc}") from None
+    except Exception as exc:
+        # The module itself failed while loading: say where, in one line.
+        frames = [
+            frame
+            for frame in traceback.extract_tb(exc.__traceback__)
+            if not frame.filename.startswith("<")  # importlib's frozen frames
+        ]
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise CommandError(
+            f"importing {module_name!r} for target {spec!r} failed{where}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     for name in attribute_path.split("."):
         try:
             obj = getattr(obj, name)

@@ -112,7 +112,10 @@ def resolve_target(endpoint: str | None, protocol: str | None) -> Target:
         source = "the default, no endpoint is configured"
     # OTLP/gRPC endpoints are often written without a scheme (localhost:4317).
     with_scheme = chosen if "://" in chosen else f"http://{chosen}"
-    parts = urlsplit(with_scheme)
+    try:
+        parts = urlsplit(with_scheme)
+    except ValueError:  # an unclosed IPv6 bracket
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CommandError(f"endpoint {chosen!r} is not a URL like http://localhost:4317")
     try:
@@ -239,7 +242,7 @@ def check_jaeger(jaeger_url: str, trace_id: str, findings: Findings) -> None:
     base = jaeger_url.rstrip("/")
     try:
         httpx.get(f"{base}/api/v3/services", timeout=CONNECT_TIMEOUT_SECONDS).raise_for_status()
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         findings.fail(
             f"Jaeger's query API at {base} does not answer ({type(exc).__name__}).",
             "Check the URL: Jaeger's UI and API usually listen on port 16686.",

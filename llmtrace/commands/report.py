@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from llmtrace.analysis.report import Report, build_report, load_report_file
-from llmtrace.analysis.sources import is_jaeger_url, load_traces
+from llmtrace.analysis.sources import is_jaeger_url, load_traces, parse_duration
 from llmtrace.errors import CommandError
 
 HELP = "Break traces down by stage (P50/P90/P95/P99), name the bottleneck and advise."
@@ -19,22 +21,85 @@ def default_source() -> str:
     return os.environ.get("LLMTRACE_FILE_PATH") or DEFAULT_SOURCE
 
 
+_DURATION_FORMS = "a number and a unit: 500ms, 30s, 15m, 2h, 1d, 1w"
+_TIME_FORMS = (
+    "an ISO 8601 time (2025-01-31T12:00:00Z, 2025-01-31 12:00, 2025-01-31; UTC unless it "
+    "gives an offset), a time ago (2h or 2h ago) or now"
+)
+_AGO = re.compile(r"^(?P<duration>.*?)\s+ago\s*$", re.IGNORECASE)
+
+
+def duration_argument(text: str) -> timedelta:
+    """``--lookback``: a number and a unit (``ms``, ``s``, ``m``, ``h``, ``d``, ``w``)."""
+    try:
+        return parse_duration(text)
+    except CommandError:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: use {_DURATION_FORMS}"
+        ) from None
+
+
+def time_argument(text: str) -> datetime:
+    """``--since`` / ``--until``: an ISO 8601 time (UTC unless it gives an offset), ``now``, or a
+    duration before now (``2h``, or ``2h ago`` as the help says it)."""
+    now = datetime.now(UTC)
+    stripped = text.strip()
+    ago = _AGO.match(stripped)
+    try:
+        if stripped.lower() == "now":
+            return now
+        if ago is not None:
+            return now - parse_duration(ago.group("duration"))
+        return now - parse_duration(stripped)
+    except CommandError:
+        pass
+    try:
+        # fromisoformat reads "Z" from Python 3.11 on; a lower-case "z" is ISO 8601 too.
+        moment = datetime.fromisoformat(re.sub(r"z$", "Z", stripped))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: use {_TIME_FORMS}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a whole number above 0")
+    return value
+
+
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     """The filters every command that reads traces accepts."""
     parser.add_argument("--service", help="only traces with a span of this service")
     window = parser.add_mutually_exclusive_group()
     window.add_argument(
         "--lookback",
+        type=duration_argument,
         metavar="DURATION",
-        help="only traces started in the last DURATION (15m, 2h, 1d)",
+        help="only traces started in the last DURATION (30s, 15m, 2h, 1d)",
     )
     window.add_argument(
-        "--since", metavar="TIME", help="only traces started at or after TIME (ISO 8601 or 2h ago)"
+        "--since",
+        type=time_argument,
+        metavar="TIME",
+        help="only traces started at or after TIME (ISO 8601 like 2025-01-31T12:00Z, "
+        "or a time ago like 2h ago)",
     )
     parser.add_argument(
-        "--until", metavar="TIME", help="only traces started before TIME (ISO 8601 or 30m ago)"
+        "--until",
+        type=time_argument,
+        metavar="TIME",
+        help="only traces started before TIME (ISO 8601, or a time ago like 30m ago)",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="only the N most recent traces")
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="only the N most recent traces (Jaeger without --service: N shared among services)",
+    )
     parser.add_argument("--trace-id", metavar="ID", help="only this trace")
     parser.add_argument("--run", metavar="NAME", help="only the traces of this benchmark run")
 
