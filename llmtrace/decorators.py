@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -35,7 +35,14 @@ from llmtrace.streaming import NullParser, StreamRecorder, record_error
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer(semconv.SCOPE_NAME)
 
-F = TypeVar("F", bound=Callable[..., Any])
+# What a decorator takes and gives back: the wrapper has the decorated function's parameters and
+# return type, and a staticmethod or classmethod stays one, so the exact type is kept (as
+# pydantic's ``validate_call`` does): a user's type checker sees the original signature.
+Decorated = TypeVar(
+    "Decorated",
+    # A string: staticmethod and classmethod are not subscriptable at run time before 3.12.
+    bound="Callable[..., Any] | staticmethod[..., Any] | classmethod[Any, ..., Any]",
+)
 
 # Model calls in flight, by span id: mark_first_token() and record_usage() find their timer here.
 _llm_calls: dict[int, _LLMCall] = {}
@@ -378,12 +385,8 @@ class SpanDecorator:
         self._spec = spec
         self._default_name = default_name
 
-    @overload
-    def __call__(self, func: F) -> F: ...
-    @overload
-    def __call__(self, func: Any) -> Any: ...
-    def __call__(self, func: Any) -> Any:
-        return _wrap(func, self._spec)
+    def __call__(self, func: Decorated) -> Decorated:
+        return cast(Decorated, _wrap(func, self._spec))
 
     def __enter__(self) -> Span:
         name = self._spec.name or self._default_name or "span"
@@ -425,7 +428,9 @@ def _check_stage(stage: str) -> str:
     return stage
 
 
-def _decorator_or_factory(func: Any, make: Callable[[], SpanDecorator]) -> Any:
+def _decorator_or_factory(
+    func: Decorated | None, make: Callable[[], SpanDecorator]
+) -> Decorated | SpanDecorator:
     """``@dec`` and ``@dec(...)`` both work: with a function, wrap it; without, return the decorator."""
     decorator = make()
     if func is None:
@@ -433,7 +438,19 @@ def _decorator_or_factory(func: Any, make: Callable[[], SpanDecorator]) -> Any:
     return decorator(func)
 
 
-def workflow(func: Any = None, *, name: str | None = None, **attributes: Any) -> Any:
+@overload
+def workflow(func: Decorated, /) -> Decorated: ...
+@overload
+def workflow(
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    **attributes: Any,
+) -> SpanDecorator: ...
+def workflow(
+    func: Decorated | None = None, /, *, name: str | None = None, **attributes: Any
+) -> Decorated | SpanDecorator:
     """The request or job as a whole: usually the root span of a trace (stage ``other``)."""
     return _decorator_or_factory(
         func,
@@ -443,15 +460,29 @@ def workflow(func: Any = None, *, name: str | None = None, **attributes: Any) ->
     )
 
 
+@overload
+def llm(func: Decorated, /) -> Decorated: ...
+@overload
 def llm(
-    func: Any = None,
+    func: None = None,
+    /,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+    operation: str = ...,
+    name: str | None = None,
+    **attributes: Any,
+) -> SpanDecorator: ...
+def llm(
+    func: Decorated | None = None,
+    /,
     *,
     model: str | None = None,
     provider: str | None = None,
     operation: str = semconv.OP_CHAT,
     name: str | None = None,
     **attributes: Any,
-) -> Any:
+) -> Decorated | SpanDecorator:
     """A model call: CLIENT span ``{operation} {model}``, split by the report at its first token."""
     span_name = name or (f"{operation} {model}" if model else operation)
     return _decorator_or_factory(
@@ -473,14 +504,27 @@ def llm(
     )
 
 
+@overload
+def retrieval(func: Decorated, /) -> Decorated: ...
+@overload
 def retrieval(
-    func: Any = None,
+    func: None = None,
+    /,
     *,
     data_source: str | None = None,
     top_k: int | None = None,
     name: str | None = None,
     **attributes: Any,
-) -> Any:
+) -> SpanDecorator: ...
+def retrieval(
+    func: Decorated | None = None,
+    /,
+    *,
+    data_source: str | None = None,
+    top_k: int | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> Decorated | SpanDecorator:
     """A vector or keyword search. A returned sequence's length is recorded as the returned count."""
     span_name = name or (f"retrieval {data_source}" if data_source else "retrieval")
     return _decorator_or_factory(
@@ -501,9 +545,25 @@ def retrieval(
     )
 
 
+@overload
+def embedding(func: Decorated, /) -> Decorated: ...
+@overload
 def embedding(
-    func: Any = None, *, model: str | None = None, name: str | None = None, **attributes: Any
-) -> Any:
+    func: None = None,
+    /,
+    *,
+    model: str | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> SpanDecorator: ...
+def embedding(
+    func: Decorated | None = None,
+    /,
+    *,
+    model: str | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> Decorated | SpanDecorator:
     """Computing embeddings: span ``embeddings {model}``."""
     span_name = name or (f"embeddings {model}" if model else "embeddings")
     return _decorator_or_factory(
@@ -522,14 +582,27 @@ def embedding(
     )
 
 
+@overload
+def rerank(func: Decorated, /) -> Decorated: ...
+@overload
 def rerank(
-    func: Any = None,
+    func: None = None,
+    /,
     *,
     model: str | None = None,
     top_n: int | None = None,
     name: str | None = None,
     **attributes: Any,
-) -> Any:
+) -> SpanDecorator: ...
+def rerank(
+    func: Decorated | None = None,
+    /,
+    *,
+    model: str | None = None,
+    top_n: int | None = None,
+    name: str | None = None,
+    **attributes: Any,
+) -> Decorated | SpanDecorator:
     """Reranking retrieved candidates."""
     span_name = name or (f"rerank {model}" if model else "rerank")
     return _decorator_or_factory(
@@ -548,7 +621,19 @@ def rerank(
     )
 
 
-def tool(func: Any = None, *, name: str | None = None, **attributes: Any) -> Any:
+@overload
+def tool(func: Decorated, /) -> Decorated: ...
+@overload
+def tool(
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    **attributes: Any,
+) -> SpanDecorator: ...
+def tool(
+    func: Decorated | None = None, /, *, name: str | None = None, **attributes: Any
+) -> Decorated | SpanDecorator:
     """A tool or function execution: span ``execute_tool {name}``."""
 
     def make(tool_name: str | None) -> SpanDecorator:
