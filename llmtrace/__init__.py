@@ -13,6 +13,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from collections.abc import Iterable
+
 from llmtrace.config import delivery_stats, force_flush, init, settings, shutdown
 from llmtrace.decorators import (
     SpanDecorator,
@@ -32,18 +34,21 @@ from llmtrace.errors import ConfigError, LLMTraceError
 from llmtrace.semconv import STAGES
 
 
-def instrument(names: list[str] | None = None) -> list[str]:
-    """Auto-instrument the installed libraries (or just ``names``); returns what was instrumented."""
+def instrument(names: Iterable[str] | None = None) -> list[str]:
+    """Auto-instrument the installed libraries (or just ``names``); returns what was instrumented.
+
+    An unknown name raises :class:`ConfigError` naming the accepted ones.
+    """
     from llmtrace.instrumentation.registry import instrument as _instrument
 
-    return _instrument(names)
+    return _instrument(None if names is None else list(names))
 
 
-def uninstrument() -> None:
-    """Undo ``instrument()``: the original library methods are restored."""
+def uninstrument(names: Iterable[str] | None = None) -> None:
+    """Undo ``instrument()`` for ``names`` (default: every library): the originals are restored."""
     from llmtrace.instrumentation.registry import uninstrument as _uninstrument
 
-    _uninstrument()
+    _uninstrument(names)
 
 
 __all__ = [

@@ -296,15 +296,9 @@ def _validate(s: Settings) -> None:
     if s.redact is not None and not callable(s.redact):
         raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
     if not isinstance(s.instrument, bool):
-        from llmtrace.instrumentation.registry import available_names
+        from llmtrace.instrumentation.registry import check_names
 
-        known = available_names()
-        unknown = [name for name in s.instrument if name not in known]
-        if unknown:
-            raise ConfigError(
-                f"instrument={unknown!r} names no known instrumentation; accepted: "
-                f"{', '.join(sorted(known))}"
-            )
+        check_names(s.instrument)
 
 
 def _sampler(s: Settings) -> Sampler:

@@ -14,7 +14,7 @@ import importlib.util
 import logging
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import wrapt
@@ -77,12 +77,9 @@ def instrument(names: list[str] | None = None) -> list[str]:
     application never uses.
     """
     deferring = names is None
-    wanted = available_names() if names is None else list(names)
+    wanted = available_names() if names is None else check_names(names)
     with _lock:
         for name in wanted:
-            if name not in INSTRUMENTATIONS:
-                logger.debug("llmtrace: no instrumentation named %r", name)
-                continue
             if name in _active:
                 continue
             library = INSTRUMENTATIONS[name][2]
@@ -99,6 +96,22 @@ def instrument(names: list[str] | None = None) -> list[str]:
             except Exception:
                 logger.warning("llmtrace: %s instrumentation failed", name, exc_info=True)
         return [name for name in wanted if name in _active]
+
+
+def check_names(names: Iterable[str]) -> list[str]:
+    """``names`` as a list, or ``ConfigError`` naming the unknown ones and the accepted ones."""
+    if isinstance(names, str):
+        names = [names]
+    wanted = list(names)
+    unknown = [name for name in wanted if name not in INSTRUMENTATIONS]
+    if unknown:
+        from llmtrace.errors import ConfigError
+
+        raise ConfigError(
+            f"instrument={unknown!r} names no known instrumentation; accepted: "
+            f"{', '.join(sorted(INSTRUMENTATIONS))}"
+        )
+    return wanted
 
 
 def _defer(name: str, library: str) -> None:
@@ -122,11 +135,15 @@ def _on_import(name: str, module: Any) -> None:
         logger.warning("llmtrace: %s instrumentation on import failed", name, exc_info=True)
 
 
-def uninstrument() -> None:
-    """Undo ``instrument()``: every original method is restored, pending ones are cancelled."""
+def uninstrument(names: Iterable[str] | None = None) -> None:
+    """Undo ``instrument()`` for ``names`` (default: all): the original methods are restored and
+    instrumentations still waiting for their library's import are cancelled."""
     with _lock:
-        _deferred.clear()
+        wanted = set(INSTRUMENTATIONS if names is None else check_names(names))
+        _deferred.difference_update(wanted)
         for name, instrumentor in list(_active.items()):
+            if name not in wanted:
+                continue
             try:
                 instrumentor.uninstrument()
             except Exception:

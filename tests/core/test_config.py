@@ -315,3 +315,28 @@ def test_shutdown_timeout_option_and_variable(monkeypatch):
         config._from_environment(config.Settings())
     with pytest.raises(llmtrace.ConfigError, match="shutdown_timeout"):
         config._validate(config.Settings(shutdown_timeout=-1))
+
+
+def test_instrument_and_uninstrument_reject_unknown_names():
+    with pytest.raises(llmtrace.ConfigError, match=r"\['opneai'\].*accepted: .*openai"):
+        llmtrace.instrument(["opneai"])
+    with pytest.raises(llmtrace.ConfigError, match="opneai"):
+        llmtrace.uninstrument(["opneai"])
+
+
+def test_uninstrument_takes_names():
+    import httpx
+    import requests
+
+    from llmtrace.instrumentation import registry
+    from llmtrace.instrumentation._base import is_wrapped_by_llmtrace
+
+    assert llmtrace.instrument(["requests", "httpx"]) == ["requests", "httpx"]
+    try:
+        llmtrace.uninstrument(["requests"])
+        assert registry.instrumented() == ["httpx"]
+        assert not is_wrapped_by_llmtrace(requests.Session.__dict__["send"])
+        assert is_wrapped_by_llmtrace(httpx.Client.__dict__["send"])
+    finally:
+        llmtrace.uninstrument()
+    assert registry.instrumented() == []
