@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 from collections.abc import Iterable
 
-from llmtrace.config import delivery_stats, force_flush, init, settings, shutdown
+from llmtrace.config import delivery_stats, force_flush, init, shutdown
 from llmtrace.decorators import (
     SpanDecorator,
     embedding,
@@ -31,6 +31,7 @@ from llmtrace.decorators import (
     workflow,
 )
 from llmtrace.errors import ConfigError, LLMTraceError
+from llmtrace.options import settings
 from llmtrace.semconv import STAGES
 
 

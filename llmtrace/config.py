@@ -1,25 +1,20 @@
-"""``init()`` and ``shutdown()``: providers, exporters, sampling, content capture, environment.
+"""``init()`` and ``shutdown()``: the tracer and meter providers, exporters, sampling, exit.
 
-Every option has an argument, and an environment variable: the standard ``OTEL_*`` one where it
-exists, else ``LLMTRACE_*``. An argument wins over the environment, the environment over the
-default. Decisions recorded here:
+The options themselves (arguments, environment variables, defaults, validation) are in
+:mod:`llmtrace.options`; this module acts on them. Decisions recorded here:
 
 - An application that already installed an SDK ``TracerProvider`` keeps it: llmtrace adds its own
   exporter to that provider only when one was asked for explicitly (argument or
   ``LLMTRACE_EXPORTER``); with ``exporter="auto"`` the application's own pipeline decides where
-  spans go, and llmtrace adds nothing.
+  spans go, and llmtrace adds nothing. Options that only llmtrace's own provider can honour
+  (service name, resource attributes, sampler) are then said, in one WARNING, to have no effect.
 - ``exporter="auto"`` means OTLP when an endpoint is configured (argument,
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), else the local file.
-- Endpoints follow the OTLP exporter specification: the generic ``OTEL_EXPORTER_OTLP_ENDPOINT``
-  (and the ``endpoint`` argument) is a base URL to which OTLP/HTTP appends ``/v1/traces`` and
-  ``/v1/metrics``; the signal-specific ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and
-  ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` are used exactly as given. Metrics never go to the
-  traces URL.
 - ``OTEL_SDK_DISABLED=true`` turns llmtrace off entirely: no provider, no patches, decorators do
   nothing.
 - A second ``init()`` is a no-op (logged at debug level); ``shutdown()`` then ``init()`` starts anew
   on the same provider (OpenTelemetry allows setting the global provider only once), with the new
-  service name and sampler.
+  service name, resource attributes and sampler.
 - Exit is bounded: flushing at interpreter exit (and ``shutdown()``) waits at most
   ``shutdown_timeout`` seconds (``LLMTRACE_SHUTDOWN_TIMEOUT``, default 5) for the backend, then
   logs one WARNING with the number of spans that could not be delivered. Spans lost to a full
@@ -35,7 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,249 +51,31 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from llmtrace.errors import ConfigError
 from llmtrace.exporters.delivery import CountingExporter, CountingProcessor, DeliveryStats
-from llmtrace.exporters.file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
+from llmtrace.options import (
+    Settings,
+    drops_everything,
+    from_environment,
+    metrics_endpoint,
+    resolved_exporter,
+    settings,
+    traces_endpoint,
+    validate,
+)
+from llmtrace.options import activate as _activate
 
 logger = logging.getLogger(__name__)
 
-EXPORTERS = ("auto", "otlp", "file", "console", "none")
-PROTOCOLS = ("grpc", "http/protobuf")
-SAMPLERS = (
-    "always_on",
-    "always_off",
-    "traceidratio",
-    "parentbased_always_on",
-    "parentbased_always_off",
-    "parentbased_traceidratio",
-)
-DEFAULT_FILE_PATH = ".llmtrace/traces.jsonl"
-DEFAULT_CONTENT_MAX_BYTES = 16 * 1024
-DEFAULT_SHUTDOWN_TIMEOUT = 5.0
-_TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event", "event_only")
-_FALSE = ("0", "false", "no", "off", "no_content", "")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The options in force. ``settings()`` returns the active ones to instrumentations."""
-
-    service_name: str = "unknown_service"
-    exporter: str = "auto"
-    endpoint: str | None = None
-    """The base OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` semantics)."""
-    traces_endpoint: str | None = None
-    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``: the full traces URL, used as given."""
-    metrics_endpoint: str | None = None
-    """``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``: the full metrics URL, used as given."""
-    protocol: str = "grpc"
-    metrics_protocol: str = "grpc"
-    headers: Mapping[str, str] = field(default_factory=dict)
-    file_path: str = DEFAULT_FILE_PATH
-    file_max_bytes: int = DEFAULT_MAX_BYTES
-    file_backups: int = DEFAULT_BACKUPS
-    sampler: str = "parentbased_always_on"
-    sample_ratio: float = 1.0
-    capture_content: bool = False
-    content_max_bytes: int = DEFAULT_CONTENT_MAX_BYTES
-    redact: Callable[[str], str] | None = None
-    inject_stream_usage: bool = False
-    instrument: bool | tuple[str, ...] = True
-    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
-    disabled: bool = False
-
-
-_settings = Settings()
 _lock = threading.RLock()
-_initialized = False
 _owned_provider: TracerProvider | None = None
-_processor: CountingProcessor | None = None
+# The exporters llmtrace added (its own first, then init(exporters=...)), each counted.
+_processors: list[CountingProcessor] = []
+_extra_processors: list[SpanProcessor] = []
 _owned_meter_provider: Any = None
 _sampler_switch: _SwitchableSampler | None = None
 _atexit_registered = False
 # Read on every decorated call: True only while llmtrace's own provider samples nothing.
 drop_all = False
-
-
-_from_env_cache: Settings | None = None
-
-
-def settings() -> Settings:
-    """The active settings: ``init()``'s, or before it the defaults plus the environment.
-
-    Instrumentations ask for this on every model call, so the environment is read once (like
-    the OpenTelemetry SDK, which reads it when it is configured); ``reload()`` reads it again.
-    """
-    global _from_env_cache
-    if _initialized:
-        return _settings
-    cached = _from_env_cache
-    if cached is None:
-        cached = _from_env_cache = _from_environment(Settings())
-    return cached
-
-
-def reload() -> None:
-    """Read the environment again (for settings used without ``init()``)."""
-    global _from_env_cache
-    _from_env_cache = None
-    _forget_provider_name()
-
-
-def _forget_provider_name() -> None:
-    # Model-call instrumentations read LLMTRACE_PROVIDER_NAME themselves, once: read it again
-    # whenever the rest of the environment is.
-    from llmtrace.instrumentation.provider import configured_provider_name
-
-    configured_provider_name.cache_clear()
-
-
-def capture_content_enabled() -> bool:
-    return settings().capture_content
-
-
-def drops_everything(s: Settings) -> bool:
-    """True when the sampler can never sample a span: decorators then skip all work."""
-    if s.sampler in ("always_off", "parentbased_always_off"):
-        return True
-    return s.sampler in ("traceidratio", "parentbased_traceidratio") and s.sample_ratio <= 0.0
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(name)
-    return value.strip() if value is not None and value.strip() != "" else None
-
-
-def _parse_bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigError(f"{name}={value!r} is not a boolean; accepted: true, false (or 1, 0)")
-
-
-def _parse_float(name: str, value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a number") from None
-
-
-def _parse_int(name: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a whole number") from None
-
-
-def parse_headers(value: str) -> dict[str, str]:
-    """``key1=value1,key2=value2`` as ``OTEL_EXPORTER_OTLP_HEADERS`` writes them (URL-encoded)."""
-    from urllib.parse import unquote
-
-    headers: dict[str, str] = {}
-    for item in value.split(","):
-        if not item.strip():
-            continue
-        if "=" not in item:
-            raise ConfigError(
-                f"header {item.strip()!r} in OTEL_EXPORTER_OTLP_HEADERS has no '='; "
-                "accepted: key1=value1,key2=value2"
-            )
-        key, _, val = item.partition("=")
-        headers[unquote(key.strip())] = unquote(val.strip())
-    return headers
-
-
-def _from_environment(base: Settings) -> Settings:
-    env: dict[str, Any] = {}
-    if (value := _env("OTEL_SERVICE_NAME")) is not None:
-        env["service_name"] = value
-    if (value := _env("LLMTRACE_EXPORTER")) is not None:
-        env["exporter"] = value.lower()
-    if (value := _env("OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
-        env["endpoint"] = value
-    if (value := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) is not None:
-        env["traces_endpoint"] = value
-    if (value := _env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) is not None:
-        env["metrics_endpoint"] = value
-    generic_protocol = _env("OTEL_EXPORTER_OTLP_PROTOCOL")
-    protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or generic_protocol
-    if protocol is not None:
-        env["protocol"] = protocol.lower()
-    protocol = _env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or generic_protocol
-    if protocol is not None:
-        env["metrics_protocol"] = protocol.lower()
-    headers = _env("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or _env("OTEL_EXPORTER_OTLP_HEADERS")
-    if headers is not None:
-        env["headers"] = parse_headers(headers)
-    if (value := _env("LLMTRACE_FILE_PATH")) is not None:
-        env["file_path"] = value
-    if (value := _env("LLMTRACE_FILE_MAX_BYTES")) is not None:
-        env["file_max_bytes"] = _parse_int("LLMTRACE_FILE_MAX_BYTES", value)
-    if (value := _env("LLMTRACE_FILE_BACKUPS")) is not None:
-        env["file_backups"] = _parse_int("LLMTRACE_FILE_BACKUPS", value)
-    if (value := _env("OTEL_TRACES_SAMPLER")) is not None:
-        env["sampler"] = value.lower()
-    if (value := _env("OTEL_TRACES_SAMPLER_ARG")) is not None:
-        env["sample_ratio"] = _parse_float("OTEL_TRACES_SAMPLER_ARG", value)
-    if (value := _env("LLMTRACE_SAMPLE_RATIO")) is not None:
-        env["sampler"] = "parentbased_traceidratio"
-        env["sample_ratio"] = _parse_float("LLMTRACE_SAMPLE_RATIO", value)
-    if (value := os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")) is not None:
-        env["capture_content"] = _parse_bool(
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value
-        )
-    if (value := _env("LLMTRACE_CONTENT_MAX_BYTES")) is not None:
-        env["content_max_bytes"] = _parse_int("LLMTRACE_CONTENT_MAX_BYTES", value)
-    if (value := _env("LLMTRACE_INJECT_STREAM_USAGE")) is not None:
-        env["inject_stream_usage"] = _parse_bool("LLMTRACE_INJECT_STREAM_USAGE", value)
-    if (value := _env("LLMTRACE_INSTRUMENT")) is not None:
-        env["instrument"] = _parse_instrument(value)
-    if (value := _env("LLMTRACE_SHUTDOWN_TIMEOUT")) is not None:
-        env["shutdown_timeout"] = _parse_float("LLMTRACE_SHUTDOWN_TIMEOUT", value)
-    if (value := _env("OTEL_SDK_DISABLED")) is not None:
-        env["disabled"] = _parse_bool("OTEL_SDK_DISABLED", value)
-    return replace(base, **env)
-
-
-def _parse_instrument(value: str) -> bool | tuple[str, ...]:
-    lowered = value.lower()
-    if lowered in ("all", "true", "1", "yes"):
-        return True
-    if lowered in ("none", "false", "0", "no"):
-        return False
-    return tuple(name.strip() for name in value.split(",") if name.strip())
-
-
-def _validate(s: Settings) -> None:
-    if s.exporter not in EXPORTERS:
-        raise ConfigError(f"exporter={s.exporter!r} is not known; accepted: {', '.join(EXPORTERS)}")
-    for name, protocol in (("protocol", s.protocol), ("metrics protocol", s.metrics_protocol)):
-        if protocol not in PROTOCOLS:
-            raise ConfigError(
-                f"{name}={protocol!r} is not supported; accepted: {', '.join(PROTOCOLS)}"
-            )
-    if s.sampler not in SAMPLERS:
-        raise ConfigError(
-            f"OTEL_TRACES_SAMPLER={s.sampler!r} is not supported; accepted: {', '.join(SAMPLERS)}"
-        )
-    if not 0.0 <= s.sample_ratio <= 1.0:
-        raise ConfigError(f"sample_ratio={s.sample_ratio!r} is out of range; accepted: 0.0 to 1.0")
-    if not s.shutdown_timeout >= 0.0:
-        raise ConfigError(
-            f"shutdown_timeout={s.shutdown_timeout!r} must be a number of seconds >= 0"
-        )
-    if s.content_max_bytes < 0:
-        raise ConfigError(f"content_max_bytes={s.content_max_bytes!r} must be >= 0")
-    if s.file_max_bytes < 0 or s.file_backups < 0:
-        raise ConfigError("file_max_bytes and file_backups must be >= 0")
-    if s.redact is not None and not callable(s.redact):
-        raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
-    if not isinstance(s.instrument, bool):
-        from llmtrace.instrumentation.registry import check_names
-
-        check_names(s.instrument)
 
 
 def _sampler(s: Settings) -> Sampler:
@@ -313,35 +90,13 @@ def _sampler(s: Settings) -> Sampler:
     }[s.sampler]
 
 
-def _resolved_exporter(s: Settings) -> str:
-    if s.exporter != "auto":
-        return s.exporter
-    return "otlp" if s.endpoint or s.traces_endpoint else "file"
-
-
-def _signal_url(base: str | None, signal_path: str) -> str | None:
-    """OTLP/HTTP: a base endpoint with the signal's path appended (a base that already ends with
-    a signal path, as some users pass to ``init(endpoint=...)``, has it replaced)."""
-    if base is None:
-        return None
-    root = base.rstrip("/")
-    for known in ("/v1/traces", "/v1/metrics", "/v1/logs"):
-        root = root.removesuffix(known)
-    return root + signal_path
-
-
-def traces_endpoint(s: Settings) -> str | None:
-    """Where spans go over OTLP, as the exporter is given it (None: the exporter's default)."""
-    if s.protocol == "grpc":
-        return s.traces_endpoint or s.endpoint
-    return s.traces_endpoint or _signal_url(s.endpoint, "/v1/traces")
-
-
-def metrics_endpoint(s: Settings) -> str | None:
-    """Where metrics go over OTLP: never the traces URL (None: the exporter's default)."""
-    if s.metrics_protocol == "grpc":
-        return s.metrics_endpoint or s.endpoint
-    return s.metrics_endpoint or _signal_url(s.endpoint, "/v1/metrics")
+def _resource(s: Settings) -> Resource:
+    """The resource of llmtrace's providers. ``Resource.create`` merges ``OTEL_RESOURCE_ATTRIBUTES``
+    (a ``service.name`` there counts when none was given), then these attributes over it."""
+    attributes = dict(s.resource_attributes)
+    if s.service_name_given:
+        attributes["service.name"] = s.service_name
+    return Resource.create(attributes)
 
 
 def _insecure(endpoint: str | None) -> bool | None:
@@ -364,8 +119,9 @@ def _otlp_exporter(s: Settings) -> SpanExporter:
     return HttpExporter(endpoint=endpoint, headers=headers)
 
 
-def _make_exporter(s: Settings) -> SpanExporter | None:
-    kind = _resolved_exporter(s)
+def make_exporter(s: Settings) -> SpanExporter | None:
+    """The span exporter the settings ask for (None for ``exporter="none"``)."""
+    kind = resolved_exporter(s)
     if kind == "none":
         return None
     if kind == "console":
@@ -379,6 +135,15 @@ def _make_exporter(s: Settings) -> SpanExporter | None:
     return _otlp_exporter(s)
 
 
+def _counted(exporter: SpanExporter, immediate: bool = False) -> CountingProcessor:
+    counting = CountingExporter(exporter)
+    # The console exporter is for watching live: no batching delay.
+    inner: SpanProcessor = (
+        SimpleSpanProcessor(counting) if immediate else BatchSpanProcessor(counting)
+    )
+    return CountingProcessor(inner, counting)
+
+
 def init(
     service_name: str | None = None,
     *,
@@ -388,25 +153,35 @@ def init(
     headers: Mapping[str, str] | None = None,
     file_path: str | os.PathLike[str] | None = None,
     sample_ratio: float | None = None,
+    sampler: Sampler | None = None,
+    resource_attributes: Mapping[str, Any] | None = None,
+    span_processors: Iterable[SpanProcessor] | None = None,
+    exporters: Iterable[SpanExporter] | None = None,
     capture_content: bool | None = None,
     content_max_bytes: int | None = None,
     redact: Callable[[str], str] | None = None,
     inject_stream_usage: bool | None = None,
     instrument: bool | Iterable[str] | None = None,
     shutdown_timeout: float | None = None,
+    jaeger_url: str | None = None,
 ) -> None:
-    """Set up tracing for this process. Safe to call more than once (later calls do nothing)."""
-    global _settings, _initialized, _owned_provider, _processor, _atexit_registered, drop_all
+    """Set up tracing for this process. Safe to call more than once (later calls do nothing).
+
+    ``sampler`` (an OpenTelemetry ``Sampler``) wins over ``sample_ratio``; ``span_processors``
+    are added to the provider as they are; each of ``exporters`` gets its own batch processor
+    and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
+    """
+    global _owned_provider, _atexit_registered, drop_all
     with _lock:
-        if _initialized:
+        if initialized():
             logger.debug("llmtrace.init() called again; the first configuration stays")
             return
-        _forget_provider_name()
-        s = _from_environment(Settings())
-        explicit_exporter = exporter is not None or _env("LLMTRACE_EXPORTER") is not None
+        s = from_environment(Settings())
+        explicit_exporter = exporter is not None or os.environ.get("LLMTRACE_EXPORTER")
         overrides: dict[str, Any] = {}
         if service_name is not None:
             overrides["service_name"] = service_name
+            overrides["service_name_given"] = True
         if exporter is not None:
             overrides["exporter"] = str(exporter).lower()
         if endpoint is not None:
@@ -422,6 +197,8 @@ def init(
         if sample_ratio is not None:
             overrides["sampler"] = "parentbased_traceidratio"
             overrides["sample_ratio"] = float(sample_ratio)
+        if resource_attributes is not None:
+            overrides["resource_attributes"] = dict(resource_attributes)
         if capture_content is not None:
             overrides["capture_content"] = bool(capture_content)
         if content_max_bytes is not None:
@@ -436,44 +213,54 @@ def init(
             )
         if shutdown_timeout is not None:
             overrides["shutdown_timeout"] = float(shutdown_timeout)
+        if jaeger_url is not None:
+            overrides["jaeger_url"] = jaeger_url
         s = replace(s, **overrides)
-        _validate(s)
+        validate(s)
+        if sampler is not None and not isinstance(sampler, Sampler):
+            from llmtrace.errors import ConfigError
+
+            raise ConfigError(
+                f"sampler={sampler!r} is not an OpenTelemetry Sampler; accepted: an instance of "
+                "opentelemetry.sdk.trace.sampling.Sampler"
+            )
 
         if s.disabled:
             # OTEL_SDK_DISABLED: no provider, no exporter, no patches; decorators skip all work.
             logger.info("llmtrace: OTEL_SDK_DISABLED is set; tracing is off")
-            _settings = s
-            _initialized = True
+            _activate(s)
             drop_all = True
             return
 
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider) and current is not _owned_provider:
             provider = current
-            add_exporter = explicit_exporter
+            add_exporter = bool(explicit_exporter)
+            _warn_ineffective(service_name, resource_attributes, sample_ratio, sampler)
         else:
-            _own_provider(s)
+            _own_provider(_resource(s), sampler or _sampler(s))
             provider = _owned_provider  # type: ignore[assignment]
             add_exporter = True
 
+        resource = _resource(s)
+        s = replace(s, service_name=str(resource.attributes.get("service.name", s.service_name)))
         if add_exporter:
-            span_exporter = _make_exporter(s)
+            span_exporter = make_exporter(s)
             if span_exporter is not None:
-                counting = CountingExporter(span_exporter)
-                # The console exporter is for watching live: no batching delay.
-                batching: SpanProcessor = (
-                    SimpleSpanProcessor(counting)
-                    if _resolved_exporter(s) == "console"
-                    else BatchSpanProcessor(counting)
+                _processors.append(
+                    _counted(span_exporter, immediate=resolved_exporter(s) == "console")
                 )
-                _processor = CountingProcessor(batching, counting)
-                provider.add_span_processor(_processor)
+        _processors.extend(_counted(extra) for extra in exporters or ())
+        for processor in _processors:
+            provider.add_span_processor(processor)
+        for extra_processor in span_processors or ():
+            provider.add_span_processor(extra_processor)
+            _extra_processors.append(extra_processor)
 
-        if add_exporter and _resolved_exporter(s) == "otlp":
-            _install_metrics(s)
-        _settings = s
-        _initialized = True
-        drop_all = provider is _owned_provider and drops_everything(s)
+        if add_exporter and resolved_exporter(s) == "otlp":
+            _install_metrics(s, resource)
+        _activate(s)
+        drop_all = provider is _owned_provider and sampler is None and drops_everything(s)
         if not _atexit_registered:
             # The SDK provider flushes at exit only when it owns shutdown; a reused provider or an
             # added processor may not, and a short script must not lose its last spans.
@@ -484,6 +271,42 @@ def init(
         from llmtrace.instrumentation.registry import instrument as instrument_libraries
 
         instrument_libraries(None if s.instrument is True else list(s.instrument))
+
+
+def _settings_in_force() -> Settings | None:
+    from llmtrace import options
+
+    return options._active
+
+
+def initialized() -> bool:
+    """Whether ``init()`` is in force (until ``shutdown()``)."""
+    return _settings_in_force() is not None
+
+
+def _warn_ineffective(
+    service_name: str | None,
+    resource_attributes: Mapping[str, Any] | None,
+    sample_ratio: float | None,
+    sampler: Sampler | None,
+) -> None:
+    """One WARNING naming the options only llmtrace's own provider could have honoured."""
+    given = [
+        name
+        for name, value in (
+            ("service_name", service_name),
+            ("resource_attributes", resource_attributes),
+            ("sample_ratio", sample_ratio),
+            ("sampler", sampler),
+        )
+        if value is not None
+    ]
+    if given:
+        logger.warning(
+            "llmtrace: the application already set a TracerProvider, so %s cannot take effect "
+            "(set them on the application's provider instead)",
+            ", ".join(given),
+        )
 
 
 class _SwitchableSampler(Sampler):
@@ -509,39 +332,35 @@ class _SwitchableSampler(Sampler):
         return self.current.get_description()
 
 
-def _own_provider(s: Settings) -> None:
-    """Create llmtrace's provider, or give the existing one the new service name and sampler."""
+def _own_provider(resource: Resource, sampler: Sampler) -> None:
+    """Create llmtrace's provider, or give the existing one the new resource and sampler."""
     global _owned_provider, _sampler_switch
     if _owned_provider is None:
-        _sampler_switch = _SwitchableSampler(_sampler(s))
-        _owned_provider = TracerProvider(
-            resource=Resource.create({"service.name": s.service_name}), sampler=_sampler_switch
-        )
+        _sampler_switch = _SwitchableSampler(sampler)
+        _owned_provider = TracerProvider(resource=resource, sampler=_sampler_switch)
         trace.set_tracer_provider(_owned_provider)
         return
     if _sampler_switch is not None:
-        _sampler_switch.use(_sampler(s))
+        _sampler_switch.use(sampler)
     # Tracers hold the provider's Resource object: give that object the new attributes.
-    _replace_resource_attributes(_owned_provider.resource, s.service_name)
+    _replace_resource_attributes(_owned_provider.resource, resource)
     if _owned_meter_provider is not None:
         sdk_config = getattr(_owned_meter_provider, "_sdk_config", None)
         if sdk_config is not None:
-            _replace_resource_attributes(sdk_config.resource, s.service_name)
+            _replace_resource_attributes(sdk_config.resource, resource)
 
 
-def _replace_resource_attributes(resource: Resource, service_name: str) -> None:
-    fresh = Resource.create({"service.name": service_name})
+def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
     try:
         resource._attributes = fresh._attributes
     except Exception:
         logger.warning(
-            "llmtrace: could not change the service name to %r after shutdown(); spans keep "
-            "the first one",
-            service_name,
+            "llmtrace: could not change the resource attributes after shutdown(); spans keep "
+            "the first ones"
         )
 
 
-def _install_metrics(s: Settings) -> None:
+def _install_metrics(s: Settings, resource: Resource) -> None:
     """The GenAI client metrics go to the same OTLP endpoint as the spans, unless the application
     already has a MeterProvider or ``OTEL_METRICS_EXPORTER=none``."""
     global _owned_meter_provider
@@ -549,7 +368,7 @@ def _install_metrics(s: Settings) -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    if (_env("OTEL_METRICS_EXPORTER") or "otlp").lower() == "none":
+    if (os.environ.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower() == "none":
         return
     if isinstance(metrics.get_meter_provider(), MeterProvider):
         return
@@ -572,7 +391,7 @@ def _install_metrics(s: Settings) -> None:
         exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
     # Shut down by llmtrace's bounded exit, not by the SDK's own unbounded exit handler.
     _owned_meter_provider = MeterProvider(
-        resource=Resource.create({"service.name": s.service_name}),
+        resource=resource,
         metric_readers=[PeriodicExportingMetricReader(exporter)],
         shutdown_on_exit=False,
     )
@@ -580,18 +399,19 @@ def _install_metrics(s: Settings) -> None:
 
 
 def delivery_stats() -> DeliveryStats | None:
-    """Spans counted by llmtrace's exporter since ``init()``: taken, delivered, failed, dropped
-    (None when llmtrace added no exporter)."""
-    processor = _processor
-    return processor.stats() if processor is not None else None
+    """Spans counted by the exporters llmtrace added since ``init()``: taken, delivered, failed,
+    dropped (None when it added none)."""
+    processors = list(_processors)
+    if not processors:
+        return None
+    return DeliveryStats.total([processor.stats() for processor in processors])
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
     """Export every finished span now. Returns False when the flush timed out."""
-    processor = _processor
     ok = True
-    if processor is not None:
-        ok = processor.force_flush(timeout_millis)
+    for processor in list(_processors):
+        ok = processor.force_flush(timeout_millis) and ok
     provider = trace.get_tracer_provider()
     if isinstance(provider, TracerProvider):
         ok = provider.force_flush(timeout_millis) and ok
@@ -599,11 +419,12 @@ def force_flush(timeout_millis: int = 30000) -> bool:
 
 
 def shutdown() -> None:
-    """Flush and stop llmtrace's exporter (waiting at most ``shutdown_timeout`` seconds) and undo
-    its instrumentation."""
-    global _initialized, _processor, _settings, drop_all
+    """Flush and stop llmtrace's exporters (waiting at most ``shutdown_timeout`` seconds) and
+    undo its instrumentation."""
+    global drop_all
     with _lock:
-        if not _initialized:
+        s = _settings_in_force()
+        if s is None:
             return
         try:
             from llmtrace.instrumentation.registry import uninstrument
@@ -611,15 +432,20 @@ def shutdown() -> None:
             uninstrument()
         except Exception:
             logger.debug("llmtrace: uninstrument failed", exc_info=True)
-        processor = _processor
-        if processor is not None:
-            _stop(processor, None, _settings)
-        elif _owned_meter_provider is not None:
-            _flush_meters(_settings.shutdown_timeout)
-        _processor = None
-        _initialized = False
+        _stop_all(s, meters=False)
+        _activate(None)
         drop_all = False
-        _settings = Settings()
+
+
+def _stop_all(s: Settings, meters: bool) -> None:
+    processors = list(_processors)
+    extra = list(_extra_processors)
+    _processors.clear()
+    _extra_processors.clear()
+    if processors or extra:
+        _stop(processors, extra, _owned_meter_provider if meters else None, s)
+    elif _owned_meter_provider is not None:
+        _flush_meters(s.shutdown_timeout)
 
 
 def _flush_meters(timeout: float) -> None:
@@ -636,30 +462,39 @@ def _logged_at_debug(what: str) -> Iterator[None]:
         logger.debug("llmtrace: %s failed", what, exc_info=True)
 
 
-def _stop(processor: CountingProcessor, meter_provider: Any, s: Settings) -> None:
-    """Flush and shut down ``processor`` (and ``meter_provider``, at exit) within the settings'
-    ``shutdown_timeout``; then report what could not be delivered.
+def _stop(
+    processors: list[CountingProcessor],
+    extra: list[SpanProcessor],
+    meter_provider: Any,
+    s: Settings,
+) -> None:
+    """Flush and shut down llmtrace's exporters, the processors ``init()`` was given, and at exit
+    ``meter_provider``, all within the settings' ``shutdown_timeout``; then say what could not
+    be delivered.
 
-    The work runs in a daemon thread so the wait is bounded whatever the exporter does (a
+    The work runs in a daemon thread so the wait is bounded whatever an exporter does (a
     collector that accepts connections and never answers holds an OTLP export for its own
     timeout, 10 s by default, and the SDK's flush does not honour the timeout it is given).
-    When time runs out the exporter is closed (later exports fail at once, counted) and the
-    processor is detached, so the provider's own exit handler does not wait for it either.
+    When time runs out the exporters are closed (later exports fail at once, counted) and the
+    processors are detached, so the provider's own exit handler does not wait for them either.
     """
     timeout = s.shutdown_timeout
     deadline = time.monotonic() + timeout
     finished = threading.Event()
 
+    def remaining_millis() -> int:
+        return int(max(deadline - time.monotonic(), 0.0) * 1000)
+
     def finish() -> None:
         try:
-            with _logged_at_debug("flush"):
-                processor.force_flush(int(timeout * 1000))
-            with _logged_at_debug("exporter shutdown"):
-                processor.shutdown()
+            for processor in [*processors, *extra]:
+                with _logged_at_debug("flush"):
+                    processor.force_flush(remaining_millis())
+                with _logged_at_debug("exporter shutdown"):
+                    processor.shutdown()
             if meter_provider is not None:
-                remaining = max(deadline - time.monotonic(), 0.0)
                 with _logged_at_debug("metrics shutdown"):
-                    meter_provider.shutdown(timeout_millis=int(remaining * 1000))
+                    meter_provider.shutdown(timeout_millis=remaining_millis())
         finally:
             finished.set()
 
@@ -667,15 +502,28 @@ def _stop(processor: CountingProcessor, meter_provider: Any, s: Settings) -> Non
     worker.start()
     timed_out = not finished.wait(timeout)
     if timed_out:
-        processor.exporter.close()
-        with _logged_at_debug("exporter interrupt"):
-            # Ends the OTLP exporters' retry back-off waits (they watch a shutdown event).
-            processor.exporter.inner.shutdown()
-    _detach_processor(processor)
-    _report_undelivered(processor.stats(), s, timed_out)
+        for processor in processors:
+            processor.exporter.close()
+            with _logged_at_debug("exporter interrupt"):
+                # Ends the OTLP exporters' retry back-off waits (they watch a shutdown event).
+                processor.exporter.inner.shutdown()
+    for attached in [*processors, *extra]:
+        _detach_processor(attached)
+    for index, processor in enumerate(processors):
+        where = _destination(s) if index == 0 else type(processor.exporter.inner).__name__
+        _report_undelivered(processor.stats(), where, s, timed_out)
 
 
-def _report_undelivered(stats: DeliveryStats, s: Settings, timed_out: bool) -> None:
+def _destination(s: Settings) -> str:
+    kind = resolved_exporter(s)
+    if kind == "otlp":
+        return traces_endpoint(s) or "the default OTLP endpoint"
+    if kind == "file":
+        return s.file_path
+    return kind
+
+
+def _report_undelivered(stats: DeliveryStats, where: str, s: Settings, timed_out: bool) -> None:
     if stats.undelivered == 0:
         return
     parts = []
@@ -686,7 +534,6 @@ def _report_undelivered(stats: DeliveryStats, s: Settings, timed_out: bool) -> N
     waiting = stats.refused_after_deadline + (stats.queued or 0)
     if waiting:
         parts.append(f"{waiting} still waiting when time ran out")
-    where = traces_endpoint(s) if _resolved_exporter(s) == "otlp" else _resolved_exporter(s)
     hint = (
         f"; the backend did not answer within {s.shutdown_timeout:g} s "
         "(LLMTRACE_SHUTDOWN_TIMEOUT sets the wait)"
@@ -697,7 +544,7 @@ def _report_undelivered(stats: DeliveryStats, s: Settings, timed_out: bool) -> N
         "llmtrace: %d of %d spans could not be delivered to %s (%s)%s",
         stats.undelivered,
         stats.taken,
-        where or "the default OTLP endpoint",
+        where,
         ", ".join(parts) or "reason unknown",
         hint,
     )
@@ -713,13 +560,9 @@ def _detach_processor(processor: SpanProcessor) -> None:
 
 
 def _flush_at_exit() -> None:
-    global _processor
     try:
-        processor = _processor
-        if processor is not None:
-            _processor = None
-            _stop(processor, _owned_meter_provider, _settings)
-        elif _owned_meter_provider is not None:
-            _flush_meters(_settings.shutdown_timeout)
+        with _lock:
+            s = _settings_in_force() or settings()
+            _stop_all(s, meters=True)
     except Exception:
         logger.debug("llmtrace: flush at exit failed", exc_info=True)

@@ -44,12 +44,12 @@ os.environ.setdefault("LLMTRACE_FILE_PATH", str(REPO / ".llmtrace" / "test-trace
 @pytest.fixture(autouse=True)
 def _fresh_environment_settings() -> Iterator[None]:
     """Settings read from the environment are cached; a test that changes it calls
-    ``config.reload()``, and no test sees another test's environment."""
-    from llmtrace import config
+    ``options.reload()``, and no test sees another test's environment."""
+    from llmtrace import options
 
-    config.reload()
+    options.reload()
     yield
-    config.reload()
+    options.reload()
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from llmtrace import semconv
-from llmtrace.config import PROTOCOLS, settings
 from llmtrace.errors import CommandError, ConfigError
+from llmtrace.options import PROTOCOLS, settings
 
 HELP = "Check that spans can reach the OTLP endpoint (and Jaeger): prints what it found."
 

@@ -41,6 +41,19 @@ class DeliveryStats:
     queued: int | None
     """Spans still waiting in the batch queue, when the SDK lets us see it (else None)."""
 
+    @classmethod
+    def total(cls, parts: list[DeliveryStats]) -> DeliveryStats:
+        """The counts of several exporters added up."""
+        queued = [part.queued for part in parts]
+        return cls(
+            taken=sum(part.taken for part in parts),
+            handed=sum(part.handed for part in parts),
+            delivered=sum(part.delivered for part in parts),
+            failed=sum(part.failed for part in parts),
+            refused_after_deadline=sum(part.refused_after_deadline for part in parts),
+            queued=None if None in queued else sum(q or 0 for q in queued),
+        )
+
     @property
     def queue_dropped(self) -> int:
         """Spans the batch queue dropped because it was full."""

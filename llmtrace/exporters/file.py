@@ -41,7 +41,7 @@ class OTLPJsonFileExporter(SpanExporter):
         # Without arguments (as OTEL_TRACES_EXPORTER=llmtrace_file creates it through the
         # opentelemetry_traces_exporter entry point) the LLMTRACE_FILE_* settings apply.
         if path is None or max_bytes is None or backups is None:
-            from llmtrace.config import settings
+            from llmtrace.options import settings
 
             current = settings()
             path = current.file_path if path is None else path

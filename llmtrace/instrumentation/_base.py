@@ -32,7 +32,7 @@ from opentelemetry.trace import Span, Tracer
 from opentelemetry.trace.propagation import _SPAN_KEY
 
 from llmtrace import config, semconv
-from llmtrace.config import settings
+from llmtrace.options import settings
 
 logger = logging.getLogger("llmtrace.instrumentation")
 

@@ -18,9 +18,8 @@ The result is cached per (host, port, path): it is looked up on every call.
 from __future__ import annotations
 
 import functools
-import os
 
-ENV_PROVIDER_NAME = "LLMTRACE_PROVIDER_NAME"
+from llmtrace.options import settings
 
 _EXACT_HOSTS: dict[str, str] = {
     "api.openai.com": "openai",
@@ -46,11 +45,9 @@ _HOST_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
-@functools.cache
 def configured_provider_name() -> str:
-    """``LLMTRACE_PROVIDER_NAME`` ("" when unset), read once like the rest of the environment:
-    it is needed on every model call (``llmtrace.config.reload()`` reads it again)."""
-    return os.environ.get(ENV_PROVIDER_NAME, "")
+    """``LLMTRACE_PROVIDER_NAME`` ("" when unset), from the settings in force."""
+    return settings().provider_name
 
 
 def provider_name(host: str, port: int | None = None, path: str = "") -> str:

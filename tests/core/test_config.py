@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 import llmtrace
-from llmtrace import config
+from llmtrace import config, options
 from llmtrace.exporters.file import OTLPJsonFileExporter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,18 +103,18 @@ def test_arguments_win_over_environment(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%20def,x-team=llm")
-    s = config._from_environment(config.Settings())
+    s = options.from_environment(options.Settings())
     assert s.endpoint == "http://collector:4318"
     assert s.protocol == "http/protobuf"
     assert dict(s.headers) == {"api-key": "abc def", "x-team": "llm"}
-    assert config._resolved_exporter(s) == "otlp"  # auto: an endpoint is configured
-    exporter = config._make_exporter(s)
+    assert options.resolved_exporter(s) == "otlp"  # auto: an endpoint is configured
+    exporter = config.make_exporter(s)
     assert isinstance(exporter, HttpExporter)
     assert exporter._endpoint == "http://collector:4318/v1/traces"
-    grpc = config._make_exporter(config.Settings(exporter="otlp", endpoint="http://localhost:4317"))
+    grpc = config.make_exporter(options.Settings(exporter="otlp", endpoint="http://localhost:4317"))
     assert isinstance(grpc, GrpcExporter)
-    assert isinstance(config._make_exporter(config.Settings()), OTLPJsonFileExporter)
-    assert config._make_exporter(config.Settings(exporter="none")) is None
+    assert isinstance(config.make_exporter(options.Settings()), OTLPJsonFileExporter)
+    assert config.make_exporter(options.Settings(exporter="none")) is None
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_bad_configuration_raises_config_error_naming_value_and_accepted(
     with pytest.raises(llmtrace.ConfigError) as caught:
         llmtrace.init(**kwargs)
     assert message in str(caught.value)
-    assert not config._initialized
+    assert not config.initialized()
 
 
 def test_reuses_the_applications_provider_and_is_idempotent(spans, provider, tmp_path):
@@ -236,23 +236,23 @@ def test_signal_specific_endpoints_are_used_as_given_and_metrics_never_use_the_t
 ):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://collector:4318/custom/traces")
-    s = config._from_environment(config.Settings())
-    assert config.traces_endpoint(s) == "http://collector:4318/custom/traces"
-    assert config.metrics_endpoint(s) is None  # the metrics exporter's own default
+    s = options.from_environment(options.Settings())
+    assert options.traces_endpoint(s) == "http://collector:4318/custom/traces"
+    assert options.metrics_endpoint(s) is None  # the metrics exporter's own default
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
-    s = config._from_environment(config.Settings())
-    assert config.traces_endpoint(s) == "http://collector:4318/custom/traces"
-    assert config.metrics_endpoint(s) == "http://collector:4318/v1/metrics"
+    s = options.from_environment(options.Settings())
+    assert options.traces_endpoint(s) == "http://collector:4318/custom/traces"
+    assert options.metrics_endpoint(s) == "http://collector:4318/v1/metrics"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://metrics:9000/in")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")
-    s = config._from_environment(config.Settings())
-    assert config.metrics_endpoint(s) == "http://metrics:9000/in"
+    s = options.from_environment(options.Settings())
+    assert options.metrics_endpoint(s) == "http://metrics:9000/in"
     # A base endpoint given as the traces URL is still understood as the base.
-    s = config.Settings(protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
-    assert config.traces_endpoint(s) == "http://c:4318/v1/traces"
+    s = options.Settings(protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
+    assert options.traces_endpoint(s) == "http://c:4318/v1/traces"
     assert (
-        config.metrics_endpoint(
-            config.Settings(metrics_protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
+        options.metrics_endpoint(
+            options.Settings(metrics_protocol="http/protobuf", endpoint="http://c:4318/v1/traces")
         )
         == "http://c:4318/v1/metrics"
     )
@@ -307,14 +307,14 @@ def test_init_after_shutdown_takes_the_new_service_name_and_sampler(tmp_path):
 
 
 def test_shutdown_timeout_option_and_variable(monkeypatch):
-    assert config.Settings().shutdown_timeout == 5.0
+    assert options.Settings().shutdown_timeout == 5.0
     monkeypatch.setenv("LLMTRACE_SHUTDOWN_TIMEOUT", "1.5")
-    assert config._from_environment(config.Settings()).shutdown_timeout == 1.5
+    assert options.from_environment(options.Settings()).shutdown_timeout == 1.5
     monkeypatch.setenv("LLMTRACE_SHUTDOWN_TIMEOUT", "soon")
     with pytest.raises(llmtrace.ConfigError, match="LLMTRACE_SHUTDOWN_TIMEOUT='soon'"):
-        config._from_environment(config.Settings())
+        options.from_environment(options.Settings())
     with pytest.raises(llmtrace.ConfigError, match="shutdown_timeout"):
-        config._validate(config.Settings(shutdown_timeout=-1))
+        options.validate(options.Settings(shutdown_timeout=-1))
 
 
 def test_instrument_and_uninstrument_reject_unknown_names():

@@ -158,8 +158,13 @@ def test_uninstrument_restores_originals_and_instrument_is_idempotent(instrument
     assert not hasattr(httpx2.Client.send, "__wrapped__")
 
 
-def test_missing_library_is_skipped():
-    assert registry.instrument(["faiss_that_does_not_exist"]) == []
+def test_missing_library_is_skipped(monkeypatch):
+    monkeypatch.setitem(
+        registry.INSTRUMENTATIONS,
+        "absent",
+        ("llmtrace.instrumentation.faiss_absent", "AbsentInstrumentor", "library_not_installed"),
+    )
+    assert registry.instrument(["absent"]) == []
 
 
 @pytest.mark.parametrize("library", [httpx, httpx2], ids=["httpx", "httpx2"])

@@ -8,7 +8,7 @@ import openai
 import pytest
 from opentelemetry.trace import StatusCode
 
-from llmtrace import config, semconv
+from llmtrace import options, semconv
 from tests.instrumentation.conftest import model_spans
 
 pytestmark = pytest.mark.usefixtures("instrumented")
@@ -143,7 +143,7 @@ def test_inject_stream_usage_reads_usage_without_showing_the_extra_chunk(
     model_server, spans, monkeypatch
 ):
     monkeypatch.setenv("LLMTRACE_INJECT_STREAM_USAGE", "1")
-    config.reload()
+    options.reload()
     chunks = list(
         _client(model_server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
     )
@@ -276,7 +276,7 @@ async def test_async_stream_and_call(model_server, spans):
 
 def test_content_captured_only_when_enabled(model_server, spans, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    config.reload()
+    options.reload()
     _client(model_server).chat.completions.create(model="m", messages=MESSAGES)
     (span,) = model_spans(spans)
     assert "Say hello" in span.attributes[semconv.GEN_AI_INPUT_MESSAGES]
@@ -285,7 +285,7 @@ def test_content_captured_only_when_enabled(model_server, spans, monkeypatch):
 
 def test_api_key_is_never_recorded(model_server, spans, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    config.reload()
+    options.reload()
     _client(model_server).chat.completions.create(model="m", messages=MESSAGES)
     for span in spans.get_finished_spans():
         assert "sk-test-secret" not in repr(dict(span.attributes))

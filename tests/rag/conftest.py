@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmtrace import config
+from llmtrace import options
 from llmtrace._safety import reset_logged
 
 
@@ -14,12 +14,12 @@ from llmtrace._safety import reset_logged
 def capture_content(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Content capture on, through the standard environment variable."""
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    config.reload()
+    options.reload()
     yield
 
 
 @pytest.fixture(autouse=True)
 def _content_capture_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
-    config.reload()
+    options.reload()
     reset_logged()

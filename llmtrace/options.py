@@ -1,0 +1,296 @@
+"""Every option llmtrace has: its argument, its environment variable, its default, parsed and
+validated. Nothing here has a side effect (``config`` sets up providers and exporters from it).
+
+Every option has an argument of ``init()``, and an environment variable: the standard
+``OTEL_*`` one where it exists, else ``LLMTRACE_*``. An argument wins over the environment, the
+environment over the default. Endpoints follow the OTLP exporter specification: the generic
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (and the ``endpoint`` argument) is a base URL to which OTLP/HTTP
+appends ``/v1/traces`` and ``/v1/metrics``; the signal-specific ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+and ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` are used exactly as given.
+
+The environment is read once (as the OpenTelemetry SDK reads it when it is configured) and kept:
+instrumentations ask for the settings on every model call. ``reload()`` reads it again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from llmtrace.errors import ConfigError
+from llmtrace.exporters.file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
+
+EXPORTERS = ("auto", "otlp", "file", "console", "none")
+PROTOCOLS = ("grpc", "http/protobuf")
+SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+DEFAULT_FILE_PATH = ".llmtrace/traces.jsonl"
+DEFAULT_CONTENT_MAX_BYTES = 16 * 1024
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+_TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event", "event_only")
+_FALSE = ("0", "false", "no", "off", "no_content", "")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options in force. ``settings()`` returns the active ones to instrumentations."""
+
+    service_name: str = "unknown_service"
+    service_name_given: bool = False
+    """Whether the service name was set (argument or ``OTEL_SERVICE_NAME``), or is the default
+    (then a ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES`` wins, as the specification says)."""
+    exporter: str = "auto"
+    endpoint: str | None = None
+    """The base OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` semantics)."""
+    traces_endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``: the full traces URL, used as given."""
+    metrics_endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``: the full metrics URL, used as given."""
+    protocol: str = "grpc"
+    metrics_protocol: str = "grpc"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    file_path: str = DEFAULT_FILE_PATH
+    file_max_bytes: int = DEFAULT_MAX_BYTES
+    file_backups: int = DEFAULT_BACKUPS
+    sampler: str = "parentbased_always_on"
+    sample_ratio: float = 1.0
+    capture_content: bool = False
+    content_max_bytes: int = DEFAULT_CONTENT_MAX_BYTES
+    redact: Callable[[str], str] | None = None
+    inject_stream_usage: bool = False
+    instrument: bool | tuple[str, ...] = True
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    disabled: bool = False
+    provider_name: str = ""
+    """``LLMTRACE_PROVIDER_NAME``: ``gen_ai.provider.name`` for self-hosted compatible servers."""
+    jaeger_url: str | None = None
+    """``LLMTRACE_JAEGER_URL``: the Jaeger UI, for links to a trace (``trace_url()``)."""
+    resource_attributes: Mapping[str, Any] = field(default_factory=dict)
+    """Extra resource attributes (``OTEL_RESOURCE_ATTRIBUTES`` is merged by the SDK itself)."""
+
+
+# The settings of the running init() (None before it and after shutdown()).
+_active: Settings | None = None
+_from_env_cache: Settings | None = None
+
+
+def settings() -> Settings:
+    """The active settings: ``init()``'s, or before it the defaults plus the environment."""
+    global _from_env_cache
+    active = _active
+    if active is not None:
+        return active
+    cached = _from_env_cache
+    if cached is None:
+        cached = _from_env_cache = from_environment(Settings())
+    return cached
+
+
+def activate(s: Settings | None) -> None:
+    """Make ``s`` the settings in force (``init()``), or go back to the environment's (None)."""
+    global _active
+    _active = s
+
+
+def reload() -> None:
+    """Read the environment again (for settings used without ``init()``)."""
+    global _from_env_cache
+    _from_env_cache = None
+
+
+def native_reader_wanted() -> bool:
+    """``LLMTRACE_NATIVE``: the native trace reader unless it is turned off (``0``, ``false``)."""
+    return os.environ.get("LLMTRACE_NATIVE", "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def default_trace_file() -> str:
+    """The trace file an application writes and ``llmtrace report`` reads by default."""
+    return _env("LLMTRACE_FILE_PATH") or DEFAULT_FILE_PATH
+
+
+def drops_everything(s: Settings) -> bool:
+    """True when the sampler can never sample a span: decorators then skip all work."""
+    if s.sampler in ("always_off", "parentbased_always_off"):
+        return True
+    return s.sampler in ("traceidratio", "parentbased_traceidratio") and s.sample_ratio <= 0.0
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value.strip() if value is not None and value.strip() != "" else None
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean; accepted: true, false (or 1, 0)")
+
+
+def _parse_float(name: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _parse_int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a whole number") from None
+
+
+def parse_headers(value: str) -> dict[str, str]:
+    """``key1=value1,key2=value2`` as ``OTEL_EXPORTER_OTLP_HEADERS`` writes them (URL-encoded)."""
+    from urllib.parse import unquote
+
+    headers: dict[str, str] = {}
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise ConfigError(
+                f"header {item.strip()!r} in OTEL_EXPORTER_OTLP_HEADERS has no '='; "
+                "accepted: key1=value1,key2=value2"
+            )
+        key, _, val = item.partition("=")
+        headers[unquote(key.strip())] = unquote(val.strip())
+    return headers
+
+
+def from_environment(base: Settings) -> Settings:
+    env: dict[str, Any] = {}
+    if (value := _env("OTEL_SERVICE_NAME")) is not None:
+        env["service_name"] = value
+        env["service_name_given"] = True
+    if (value := _env("LLMTRACE_EXPORTER")) is not None:
+        env["exporter"] = value.lower()
+    if (value := _env("OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
+        env["endpoint"] = value
+    if (value := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) is not None:
+        env["traces_endpoint"] = value
+    if (value := _env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) is not None:
+        env["metrics_endpoint"] = value
+    generic_protocol = _env("OTEL_EXPORTER_OTLP_PROTOCOL")
+    protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or generic_protocol
+    if protocol is not None:
+        env["protocol"] = protocol.lower()
+    protocol = _env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or generic_protocol
+    if protocol is not None:
+        env["metrics_protocol"] = protocol.lower()
+    headers = _env("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or _env("OTEL_EXPORTER_OTLP_HEADERS")
+    if headers is not None:
+        env["headers"] = parse_headers(headers)
+    if (value := _env("LLMTRACE_FILE_PATH")) is not None:
+        env["file_path"] = value
+    if (value := _env("LLMTRACE_FILE_MAX_BYTES")) is not None:
+        env["file_max_bytes"] = _parse_int("LLMTRACE_FILE_MAX_BYTES", value)
+    if (value := _env("LLMTRACE_FILE_BACKUPS")) is not None:
+        env["file_backups"] = _parse_int("LLMTRACE_FILE_BACKUPS", value)
+    if (value := _env("OTEL_TRACES_SAMPLER")) is not None:
+        env["sampler"] = value.lower()
+    if (value := _env("OTEL_TRACES_SAMPLER_ARG")) is not None:
+        env["sample_ratio"] = _parse_float("OTEL_TRACES_SAMPLER_ARG", value)
+    if (value := _env("LLMTRACE_SAMPLE_RATIO")) is not None:
+        env["sampler"] = "parentbased_traceidratio"
+        env["sample_ratio"] = _parse_float("LLMTRACE_SAMPLE_RATIO", value)
+    if (value := os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")) is not None:
+        env["capture_content"] = _parse_bool(
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value
+        )
+    if (value := _env("LLMTRACE_CONTENT_MAX_BYTES")) is not None:
+        env["content_max_bytes"] = _parse_int("LLMTRACE_CONTENT_MAX_BYTES", value)
+    if (value := _env("LLMTRACE_INJECT_STREAM_USAGE")) is not None:
+        env["inject_stream_usage"] = _parse_bool("LLMTRACE_INJECT_STREAM_USAGE", value)
+    if (value := _env("LLMTRACE_INSTRUMENT")) is not None:
+        env["instrument"] = _parse_instrument(value)
+    if (value := _env("LLMTRACE_SHUTDOWN_TIMEOUT")) is not None:
+        env["shutdown_timeout"] = _parse_float("LLMTRACE_SHUTDOWN_TIMEOUT", value)
+    if (value := _env("OTEL_SDK_DISABLED")) is not None:
+        env["disabled"] = _parse_bool("OTEL_SDK_DISABLED", value)
+    if (value := _env("LLMTRACE_PROVIDER_NAME")) is not None:
+        env["provider_name"] = value
+    if (value := _env("LLMTRACE_JAEGER_URL")) is not None:
+        env["jaeger_url"] = value
+    return replace(base, **env)
+
+
+def _parse_instrument(value: str) -> bool | tuple[str, ...]:
+    lowered = value.lower()
+    if lowered in ("all", "true", "1", "yes"):
+        return True
+    if lowered in ("none", "false", "0", "no"):
+        return False
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def validate(s: Settings) -> None:
+    if s.exporter not in EXPORTERS:
+        raise ConfigError(f"exporter={s.exporter!r} is not known; accepted: {', '.join(EXPORTERS)}")
+    for name, protocol in (("protocol", s.protocol), ("metrics protocol", s.metrics_protocol)):
+        if protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"{name}={protocol!r} is not supported; accepted: {', '.join(PROTOCOLS)}"
+            )
+    if s.sampler not in SAMPLERS:
+        raise ConfigError(
+            f"OTEL_TRACES_SAMPLER={s.sampler!r} is not supported; accepted: {', '.join(SAMPLERS)}"
+        )
+    if not 0.0 <= s.sample_ratio <= 1.0:
+        raise ConfigError(f"sample_ratio={s.sample_ratio!r} is out of range; accepted: 0.0 to 1.0")
+    if not s.shutdown_timeout >= 0.0:
+        raise ConfigError(
+            f"shutdown_timeout={s.shutdown_timeout!r} must be a number of seconds >= 0"
+        )
+    if s.content_max_bytes < 0:
+        raise ConfigError(f"content_max_bytes={s.content_max_bytes!r} must be >= 0")
+    if s.file_max_bytes < 0 or s.file_backups < 0:
+        raise ConfigError("file_max_bytes and file_backups must be >= 0")
+    if s.redact is not None and not callable(s.redact):
+        raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
+    if not isinstance(s.instrument, bool):
+        from llmtrace.instrumentation.registry import check_names
+
+        check_names(s.instrument)
+
+
+def resolved_exporter(s: Settings) -> str:
+    if s.exporter != "auto":
+        return s.exporter
+    return "otlp" if s.endpoint or s.traces_endpoint else "file"
+
+
+def _signal_url(base: str | None, signal_path: str) -> str | None:
+    """OTLP/HTTP: a base endpoint with the signal's path appended (a base that already ends with
+    a signal path, as some users pass to ``init(endpoint=...)``, has it replaced)."""
+    if base is None:
+        return None
+    root = base.rstrip("/")
+    for known in ("/v1/traces", "/v1/metrics", "/v1/logs"):
+        root = root.removesuffix(known)
+    return root + signal_path
+
+
+def traces_endpoint(s: Settings) -> str | None:
+    """Where spans go over OTLP, as the exporter is given it (None: the exporter's default)."""
+    if s.protocol == "grpc":
+        return s.traces_endpoint or s.endpoint
+    return s.traces_endpoint or _signal_url(s.endpoint, "/v1/traces")
+
+
+def metrics_endpoint(s: Settings) -> str | None:
+    """Where metrics go over OTLP: never the traces URL (None: the exporter's default)."""
+    if s.metrics_protocol == "grpc":
+        return s.metrics_endpoint or s.endpoint
+    return s.metrics_endpoint or _signal_url(s.endpoint, "/v1/metrics")
