@@ -340,3 +340,59 @@ def test_uninstrument_takes_names():
     finally:
         llmtrace.uninstrument()
     assert registry.instrumented() == []
+
+
+def test_resource_attributes_sampler_and_extra_exporters(tmp_path):
+    result = run_script(
+        """
+        import logging
+        import llmtrace
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+        seen, extra = InMemorySpanExporter(), InMemorySpanExporter()
+        llmtrace.init(
+            instrument=False,
+            resource_attributes={"deployment.environment.name": "staging"},
+            sampler=ALWAYS_ON,
+            sample_ratio=0.0,  # the sampler wins
+            span_processors=[SimpleSpanProcessor(seen)],
+            exporters=[extra],
+        )
+        with llmtrace.span("kept", stage="tool"):
+            pass
+        llmtrace.force_flush()
+        (span,) = seen.get_finished_spans()
+        print(span.resource.attributes["deployment.environment.name"])
+        print(span.resource.attributes["service.name"])
+        print([s.name for s in extra.get_finished_spans()], llmtrace.delivery_stats().delivered)
+        llmtrace.shutdown()
+        llmtrace.init(instrument=False, sampler=ALWAYS_OFF)
+        with llmtrace.span("dropped", stage="tool"):
+            pass
+        print(len(seen.get_finished_spans()))
+        """,
+        tmp_path,
+        {"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-resource-env,team=search"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["staging", "from-resource-env", "['kept'] 2", "1"]
+
+
+def test_options_the_applications_provider_owns_are_said_to_have_no_effect(tmp_path):
+    result = run_script(
+        """
+        import llmtrace
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+        llmtrace.init(service_name="ignored", sample_ratio=0.5, instrument=False)
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "cannot take effect" in line]
+    assert len(warnings) == 1, result.stderr
+    assert "service_name, sample_ratio" in warnings[0]
