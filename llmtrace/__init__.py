@@ -32,6 +32,7 @@ from llmtrace.decorators import (
 )
 from llmtrace.errors import ConfigError, LLMTraceError
 from llmtrace.options import settings
+from llmtrace.request_context import RequestContext, context, current_trace_id, trace_url
 from llmtrace.semconv import STAGES
 
 
@@ -56,8 +57,11 @@ __all__ = [
     "STAGES",
     "ConfigError",
     "LLMTraceError",
+    "RequestContext",
     "SpanDecorator",
     "__version__",
+    "context",
+    "current_trace_id",
     "delivery_stats",
     "embedding",
     "force_flush",
@@ -74,6 +78,7 @@ __all__ = [
     "span",
     "stage",
     "tool",
+    "trace_url",
     "uninstrument",
     "workflow",
 ]

@@ -63,6 +63,7 @@ from llmtrace.options import (
     validate,
 )
 from llmtrace.options import activate as _activate
+from llmtrace.request_context import install as install_request_context
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +254,8 @@ def init(
         _processors.extend(_counted(extra) for extra in exporters or ())
         for processor in _processors:
             provider.add_span_processor(processor)
+        # Request context attributes (llmtrace.context) go on every span of the provider.
+        install_request_context(provider)
         for extra_processor in span_processors or ():
             provider.add_span_processor(extra_processor)
             _extra_processors.append(extra_processor)

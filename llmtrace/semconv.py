@@ -11,6 +11,11 @@ from typing import Final, Literal
 # --- the stage vocabulary (a contract: tests, docs and the report use these exact names) -----
 STAGE: Final = "llmtrace.stage"
 
+# --- request context (llmtrace.context): OpenTelemetry's general and GenAI names ---------------
+SESSION_ID: Final = "session.id"
+USER_ID: Final = "user.id"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+
 Stage = Literal[
     "queue",
     "load",

@@ -34,6 +34,7 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     "chromadb": ("llmtrace.instrumentation.vectordb.chromadb", "ChromaInstrumentor", "chromadb"),
     "qdrant": ("llmtrace.instrumentation.vectordb.qdrant", "QdrantInstrumentor", "qdrant_client"),
     "faiss": ("llmtrace.instrumentation.vectordb.faiss", "FaissInstrumentor", "faiss"),
+    "threading": ("llmtrace.instrumentation.threads", "ThreadingInstrumentor", "threading"),
     "sentence_transformers": (
         "llmtrace.instrumentation.sentence_transformers",
         "SentenceTransformersInstrumentor",
@@ -164,6 +165,10 @@ class LLMTraceInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
+        from llmtrace.request_context import install
+
+        # Under opentelemetry-instrument the distro set the provider: request context goes on it.
+        install()
         instrument(None)
 
     def _uninstrument(self, **kwargs: Any) -> None:

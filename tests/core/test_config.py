@@ -161,31 +161,39 @@ def test_bad_configuration_raises_config_error_naming_value_and_accepted(
     assert not config.initialized()
 
 
+def _exporting_processors(provider) -> list[object]:
+    # The request-context processor is added once per provider and stays: it exports nothing.
+    from llmtrace.request_context import RequestContextProcessor
+
+    processors = provider._active_span_processor._span_processors
+    return [p for p in processors if not isinstance(p, RequestContextProcessor)]
+
+
 def test_reuses_the_applications_provider_and_is_idempotent(spans, provider, tmp_path):
-    processors_before = provider._active_span_processor._span_processors
+    processors_before = _exporting_processors(provider)
     llmtrace.init(exporter="file", file_path=tmp_path / "t.jsonl", instrument=False)
     try:
         llmtrace.init(exporter="file", file_path=tmp_path / "other.jsonl", instrument=False)
         from opentelemetry import trace
 
         assert trace.get_tracer_provider() is provider
-        assert len(provider._active_span_processor._span_processors) == len(processors_before) + 1
+        assert len(_exporting_processors(provider)) == len(processors_before) + 1
         with llmtrace.span("both", stage="tool"):
             pass
         llmtrace.force_flush()
     finally:
         llmtrace.shutdown()
-    assert provider._active_span_processor._span_processors == processors_before
+    assert _exporting_processors(provider) == processors_before
     assert [s.name for s in spans.get_finished_spans()] == ["both"]  # the app's exporter got it
     assert [s["name"] for s in spans_in(tmp_path / "t.jsonl")] == ["both"]  # and llmtrace's file
     assert not (tmp_path / "other.jsonl").exists()
 
 
 def test_auto_exporter_adds_nothing_to_an_applications_provider(provider):
-    before = provider._active_span_processor._span_processors
+    before = _exporting_processors(provider)
     llmtrace.init(instrument=False)
     try:
-        assert provider._active_span_processor._span_processors == before
+        assert _exporting_processors(provider) == before
     finally:
         llmtrace.shutdown()
 
