@@ -18,21 +18,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace.instrumentation._base import (
-    Patches,
     bounded_content,
     capture_settings,
     current_model_call,
 )
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
     SDKTypes,
@@ -44,7 +41,6 @@ from llmtrace.instrumentation.provider import provider_name
 
 logger = logging.getLogger(__name__)
 
-_INSTRUMENTS = ("anthropic >= 0.30",)
 PROVIDER = "anthropic"
 
 _REQUEST_PARAMETERS: dict[str, str] = {
@@ -226,22 +222,17 @@ def _quiet_sdk_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return wrapped(*args, **kwargs)
 
 
-class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class AnthropicInstrumentor(LibraryInstrumentor):
     """Traces Messages API calls of ``anthropic.Anthropic`` / ``AsyncAnthropic``."""
 
-    _patches = Patches()
+    package = "anthropic"
+    supported = ">= 0.30, < 3"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         import anthropic
 
         types = SDKTypes(streams=(anthropic.Stream,), async_streams=(anthropic.AsyncStream,))
         request, async_request = make_request_wrappers(plan_request, types)
-        self._patches.wrap("anthropic._base_client", "SyncAPIClient.request", request)
-        self._patches.wrap("anthropic._base_client", "AsyncAPIClient.request", async_request)
-        self._patches.wrap("anthropic._base_client", "start_api_call_span", _quiet_sdk_span)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+        yield "anthropic._base_client", "SyncAPIClient.request", request
+        yield "anthropic._base_client", "AsyncAPIClient.request", async_request
+        yield "anthropic._base_client", "start_api_call_span", _quiet_sdk_span

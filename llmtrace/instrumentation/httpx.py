@@ -5,34 +5,22 @@ See :mod:`llmtrace.instrumentation._http` for what is recorded.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Iterable
 
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from llmtrace.instrumentation._base import Patches
-
-_INSTRUMENTS = ("httpx >= 0.23",)
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 
 
-class HTTPXInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class HTTPXInstrumentor(LibraryInstrumentor):
     """Traces every request of ``httpx.Client`` and ``httpx.AsyncClient``."""
 
-    _patches = Patches()
+    package = "httpx"
+    supported = ">= 0.27, < 1"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         import httpx
 
         from llmtrace.instrumentation._http import make_send_wrappers
 
         send, async_send = make_send_wrappers(httpx, "httpx")
-        self._patches.wrap("httpx", "Client.send", send)
-        self._patches.wrap("httpx", "AsyncClient.send", async_send)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+        yield "httpx", "Client.send", send
+        yield "httpx", "AsyncClient.send", async_send

@@ -5,34 +5,22 @@ See :mod:`llmtrace.instrumentation._http` for what is recorded.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Iterable
 
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from llmtrace.instrumentation._base import Patches
-
-_INSTRUMENTS = ("httpx2 >= 2",)
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 
 
-class HTTPX2Instrumentor(BaseInstrumentor):  # type: ignore[misc]
+class HTTPX2Instrumentor(LibraryInstrumentor):
     """Traces every request of ``httpx2.Client`` and ``httpx2.AsyncClient``."""
 
-    _patches = Patches()
+    package = "httpx2"
+    supported = ">= 2, < 3"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         import httpx2
 
         from llmtrace.instrumentation._http import make_send_wrappers
 
         send, async_send = make_send_wrappers(httpx2, "httpx2")
-        self._patches.wrap("httpx2", "Client.send", send)
-        self._patches.wrap("httpx2", "AsyncClient.send", async_send)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+        yield "httpx2", "Client.send", send
+        yield "httpx2", "AsyncClient.send", async_send

@@ -17,16 +17,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
-from llmtrace.instrumentation._base import Patches, bounded_content, capture_settings
+from llmtrace.instrumentation._base import bounded_content, capture_settings
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
     SDKTypes,
@@ -39,7 +37,6 @@ from llmtrace.instrumentation.provider import configured_provider_name, provider
 
 logger = logging.getLogger(__name__)
 
-_INSTRUMENTS = ("openai >= 1.0",)
 
 # Request path suffix -> (gen_ai.operation.name, llmtrace.stage)
 _OPERATIONS: dict[str, tuple[str, str]] = {
@@ -478,21 +475,16 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return plan
 
 
-class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class OpenAIInstrumentor(LibraryInstrumentor):
     """Traces model calls of ``openai.OpenAI`` / ``AsyncOpenAI`` (and Azure and compatible servers)."""
 
-    _patches = Patches()
+    package = "openai"
+    supported = ">= 1.0, < 4"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         import openai
 
         types = SDKTypes(streams=(openai.Stream,), async_streams=(openai.AsyncStream,))
         request, async_request = make_request_wrappers(plan_request, types)
-        self._patches.wrap("openai._base_client", "SyncAPIClient.request", request)
-        self._patches.wrap("openai._base_client", "AsyncAPIClient.request", async_request)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+        yield "openai._base_client", "SyncAPIClient.request", request
+        yield "openai._base_client", "AsyncAPIClient.request", async_request

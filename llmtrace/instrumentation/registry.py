@@ -88,15 +88,40 @@ def instrument(names: list[str] | None = None) -> list[str]:
                 _defer(name, library)
                 continue
             instrumentor = _load(name)
-            if instrumentor is None:
+            if instrumentor is None or not _supported(name, instrumentor):
                 continue
             try:
                 if not instrumentor.is_instrumented_by_opentelemetry:
+                    # The version was checked just above, with llmtrace's own message.
                     instrumentor.instrument(skip_dep_check=True)
                 _active[name] = instrumentor
             except Exception:
                 logger.warning("llmtrace: %s instrumentation failed", name, exc_info=True)
         return [name for name in wanted if name in _active]
+
+
+def _supported(name: str, instrumentor: Any) -> bool:
+    """Whether the installed library is in the range the instrumentation supports; if not, one
+    WARNING says which version was found and which are supported, and it is not instrumented."""
+    from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
+
+    try:
+        conflict = get_dependency_conflicts(list(instrumentor.instrumentation_dependencies()))
+    except Exception:
+        logger.debug("llmtrace: version check of %s failed", name, exc_info=True)
+        return True
+    if conflict is None:
+        return True
+    found = getattr(conflict, "found", None)
+    if found is None:  # not installed as a distribution (vendored, or another name): try anyway
+        return True
+    logger.warning(
+        "llmtrace: %s is installed, but the %s instrumentation supports %s only; not instrumented",
+        found,
+        name,
+        getattr(conflict, "required", "other versions"),
+    )
+    return False
 
 
 def check_names(names: Iterable[str]) -> list[str]:

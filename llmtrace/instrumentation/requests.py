@@ -11,25 +11,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import Patches, current_model_call, should_trace_http
+from llmtrace.instrumentation._base import current_model_call, should_trace_http
 from llmtrace.instrumentation._http import propagate_untraced, record_status, start_network_span
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.streaming import record_error
 
 logger = logging.getLogger(__name__)
-
-_INSTRUMENTS = ("requests >= 2.0",)
 
 
 def _phases(span: Span, response: Any, started_at: float, eager: bool) -> None:
@@ -90,16 +86,11 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return response
 
 
-class RequestsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class RequestsInstrumentor(LibraryInstrumentor):
     """Traces every request sent through ``requests.Session.send``."""
 
-    _patches = Patches()
+    package = "requests"
+    supported = ">= 2.31, < 3"
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
-        self._patches.wrap("requests.sessions", "Session.send", _send)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+    def patches(self) -> Iterable[PatchRow]:
+        yield "requests.sessions", "Session.send", _send

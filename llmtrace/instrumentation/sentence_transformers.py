@@ -13,20 +13,17 @@ to name it explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Collection as AnyCollection
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 # The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from llmtrace import semconv
-from llmtrace.instrumentation._base import Patches, get_tracer
+from llmtrace.instrumentation._base import get_tracer
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
     Operation,
@@ -36,7 +33,6 @@ from llmtrace.instrumentation.vectordb._spans import (
 )
 
 PROVIDER = "sentence_transformers"
-_INSTRUMENTS = ("sentence-transformers >= 3, < 8",)
 _DEFAULT_BATCH_SIZE = 32  # encode()'s own default
 
 
@@ -99,21 +95,16 @@ def _read_encode(result: Any) -> Outcome:
     return Outcome(attributes={semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT: dimension})
 
 
-class SentenceTransformersInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class SentenceTransformersInstrumentor(LibraryInstrumentor):
     """Traces ``SentenceTransformer.encode``."""
 
-    _patches = Patches()
+    package = "sentence-transformers"
+    supported = ">= 3, < 8"
 
-    def instrumentation_dependencies(self) -> AnyCollection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         # The class moved in 5.x; the top-level name exists in every supported version.
-        self._patches.wrap(
+        yield (
             "sentence_transformers",
             "SentenceTransformer.encode",
             sync_wrapper(get_tracer(), _describe_encode, _read_encode),
         )
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()

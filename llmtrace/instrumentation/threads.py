@@ -17,15 +17,12 @@ own context is otherwise left as Python makes it).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
 
-from llmtrace.instrumentation._base import Patches
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.request_context import (
     current_attributes,
     reset_current_attributes,
@@ -81,18 +78,13 @@ def _submit(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return wrapped(functools.partial(_run_in, carried, args[0]), *args[1:], **kwargs)
 
 
-class ThreadingInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Carries trace and request context into threads and thread pools."""
+class ThreadingInstrumentor(LibraryInstrumentor):
+    """Carries trace and request context into threads and thread pools (standard library)."""
 
-    _patches = Patches()
+    package = ""
+    supported = ""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ()
-
-    def _instrument(self, **kwargs: Any) -> None:
-        self._patches.wrap("threading", "Thread.start", _start)
-        self._patches.wrap("threading", "Thread._bootstrap_inner", _bootstrap_inner)
-        self._patches.wrap("concurrent.futures.thread", "ThreadPoolExecutor.submit", _submit)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+    def patches(self) -> Iterable[PatchRow]:
+        yield "threading", "Thread.start", _start
+        yield "threading", "Thread._bootstrap_inner", _bootstrap_inner
+        yield "concurrent.futures.thread", "ThreadPoolExecutor.submit", _submit

@@ -10,16 +10,12 @@ embeddings, top_k and ``llmtrace.retrieval.returned`` are totals over the batch 
 
 from __future__ import annotations
 
-from collections.abc import Collection as AnyCollection
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from llmtrace.instrumentation._base import Patches, get_tracer
+from llmtrace.instrumentation._base import get_tracer
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
     Operation,
@@ -33,7 +29,6 @@ from llmtrace.instrumentation.vectordb._spans import (
 )
 
 SYSTEM = "chroma"
-_INSTRUMENTS = ("chromadb >= 0.5, < 2",)
 _COLLECTION_CLASSES = (
     ("chromadb.api.models.Collection", "Collection", sync_wrapper),
     ("chromadb.api.models.AsyncCollection", "AsyncCollection", async_wrapper),
@@ -144,21 +139,14 @@ _METHODS = (
 )
 
 
-class ChromaInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class ChromaInstrumentor(LibraryInstrumentor):
     """Traces chromadb collection queries and writes."""
 
-    _patches = Patches()
+    package = "chromadb"
+    supported = ">= 0.5, < 2"
 
-    def instrumentation_dependencies(self) -> AnyCollection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         tracer = get_tracer()
         for module_name, class_name, make in _COLLECTION_CLASSES:
             for method, describe, read in _METHODS:
-                self._patches.wrap(
-                    module_name, f"{class_name}.{method}", make(tracer, describe, read)
-                )
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+                yield module_name, f"{class_name}.{method}", make(tracer, describe, read)

@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Collection as AnyCollection
+from collections.abc import Iterable
 from typing import Any
 
 # The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from llmtrace.instrumentation._base import Patches, get_tracer, is_wrapped_by_llmtrace
+from llmtrace.instrumentation._base import get_tracer, is_wrapped_by_llmtrace
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
     Operation,
@@ -41,7 +38,6 @@ from llmtrace.instrumentation.vectordb._spans import (
 logger = logging.getLogger(__name__)
 
 SYSTEM = "faiss"
-_INSTRUMENTS = ("faiss-cpu >= 1.7, < 2",)
 _REPLACED_SEARCH = "replacement_search"
 
 _index_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -91,15 +87,13 @@ def _index_classes_with_own_search(faiss: Any) -> list[type]:
     return classes
 
 
-class FaissInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class FaissInstrumentor(LibraryInstrumentor):
     """Traces ``search`` on faiss indexes."""
 
-    _patches = Patches()
+    package = "faiss-cpu"
+    supported = ">= 1.7, < 2"
 
-    def instrumentation_dependencies(self) -> AnyCollection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         import faiss
 
         wrapper = sync_wrapper(get_tracer(), _describe_search, _read_search)
@@ -108,7 +102,4 @@ class FaissInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             logger.debug("faiss has no Python-level search replacements; not instrumented")
         for cls in classes:
             # Patches leaves an already wrapped class alone.
-            self._patches.wrap("faiss", f"{cls.__name__}.search", wrapper)
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+            yield "faiss", f"{cls.__name__}.search", wrapper

@@ -12,16 +12,12 @@ over the batch and ``db.operation.batch.size`` is the number of requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection as AnyCollection
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 # The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from llmtrace.instrumentation._base import Patches, get_tracer
+from llmtrace.instrumentation._base import get_tracer
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
     Operation,
@@ -35,7 +31,6 @@ from llmtrace.instrumentation.vectordb._spans import (
 )
 
 SYSTEM = "qdrant"
-_INSTRUMENTS = ("qdrant-client >= 1.10, < 2",)
 _DEFAULT_LIMIT = 10  # qdrant's own default when a request sets no limit
 _CLIENT_CLASSES = (
     ("qdrant_client.qdrant_client", "QdrantClient", sync_wrapper),
@@ -131,21 +126,14 @@ _METHODS = (
 )
 
 
-class QdrantInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class QdrantInstrumentor(LibraryInstrumentor):
     """Traces qdrant-client queries and upserts (sync and async clients)."""
 
-    _patches = Patches()
+    package = "qdrant-client"
+    supported = ">= 1.10, < 2"
 
-    def instrumentation_dependencies(self) -> AnyCollection[str]:
-        return _INSTRUMENTS
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def patches(self) -> Iterable[PatchRow]:
         tracer = get_tracer()
         for module_name, class_name, make in _CLIENT_CLASSES:
             for method, describe, read in _METHODS:
-                self._patches.wrap(
-                    module_name, f"{class_name}.{method}", make(tracer, describe, read)
-                )
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._patches.restore()
+                yield module_name, f"{class_name}.{method}", make(tracer, describe, read)
