@@ -30,7 +30,8 @@ from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.errors import ConfigError
 from llmtrace.instrumentation._base import should_trace
-from llmtrace.streaming import NullParser, StreamRecorder, record_error
+from llmtrace.span_errors import record_error
+from llmtrace.streaming import NullParser, StreamRecorder
 
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer(semconv.SCOPE_NAME)

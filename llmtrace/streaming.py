@@ -42,6 +42,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.metrics import meter_provider_set, record_model_call
+from llmtrace.span_errors import record_error
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +90,6 @@ class NullParser:
 
 # Immutable, so one instance serves every call that ends well.
 STATUS_OK = Status(StatusCode.OK)
-
-
-def record_error(span: Span, exc: BaseException) -> None:
-    """Mark a span failed with the exception's type, as the semantic conventions ask."""
-    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
 
 
 class StreamRecorder:

@@ -19,11 +19,12 @@ from typing import Literal, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace.bench.questions import Question, QuestionSet
 from llmtrace.bench.targets import Target
+from llmtrace.span_errors import record_error, record_error_code
 
 Status_ = Literal["ok", "error", "timeout", "cancelled"]
 TIMEOUT_ERROR_TYPE = "timeout"
@@ -215,15 +216,13 @@ class BenchRunner:
         except TimeoutError as exc:
             if deadline.expired():
                 status, error = "timeout", f"no answer within {self.plan.timeout:g}s"
-                span.set_attribute(semconv.ERROR_TYPE, TIMEOUT_ERROR_TYPE)
-                span.set_status(Status(StatusCode.ERROR, error))
+                record_error_code(span, TIMEOUT_ERROR_TYPE, error)
             else:
                 # The target's own timeout (its HTTP client's, its backend's) is its error.
                 status, error = "error", _record_error(span, exc)
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled"
-            span.set_attribute(semconv.ERROR_TYPE, CANCELLED_ERROR_TYPE)
-            span.set_status(Status(StatusCode.ERROR, "cancelled"))
+            record_error_code(span, CANCELLED_ERROR_TYPE, "cancelled")
             raise
         except Exception as exc:
             status, error = "error", _record_error(span, exc)
@@ -237,9 +236,7 @@ class BenchRunner:
 
 def _record_error(span: Span, exc: Exception) -> str:
     """Mark ``span`` as failed by ``exc``; return the outcome's error text."""
-    span.record_exception(exc)
-    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-    span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+    record_error(span, exc)
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from llmtrace import semconv
@@ -47,7 +47,7 @@ from llmtrace.instrumentation._base import (
     should_trace_http,
 )
 from llmtrace.server.timings import server_timings_from_raw_headers
-from llmtrace.streaming import record_error
+from llmtrace.span_errors import record_error, record_error_code
 
 logger = logging.getLogger(__name__)
 
@@ -242,8 +242,7 @@ def record_status(span: Span, response: Any) -> None:
     status = int(response.status_code)
     span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
     if status >= 400:
-        span.set_attribute(semconv.ERROR_TYPE, str(status))
-        span.set_status(Status(StatusCode.ERROR))
+        record_error_code(span, str(status))
 
 
 class _SpanEnd:

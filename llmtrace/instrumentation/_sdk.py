@@ -40,6 +40,7 @@ from llmtrace.instrumentation._base import (
     leave_model_call,
     should_trace,
 )
+from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
     STATUS_OK,
     ChunkParser,
@@ -47,7 +48,6 @@ from llmtrace.streaming import (
     TracedAsyncStream,
     TracedStream,
     end_model_span,
-    record_error,
 )
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import current_model_call, should_trace_http
 from llmtrace.instrumentation._http import propagate_untraced, record_status, start_network_span
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.streaming import record_error
+from llmtrace.span_errors import record_error
 
 logger = logging.getLogger(__name__)
 

@@ -30,11 +30,12 @@ from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace.instrumentation._base import should_trace
 from llmtrace.server.request_start import parse_request_start
+from llmtrace.span_errors import record_error, record_error_code
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -157,10 +158,7 @@ class LLMTraceMiddleware:
                 await self.app(scope, receive, send_and_observe)
         except BaseException as exc:
             raised = True
-            if span.is_recording():
-                span.record_exception(exc)
-                span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            record_error(span, exc)
             raise
         finally:
             if span.is_recording():
@@ -227,5 +225,4 @@ class LLMTraceMiddleware:
         span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
         # HTTP semantic conventions: for SERVER spans only 5xx is an error (4xx is the caller's).
         if status >= 500 and not error_recorded:
-            span.set_attribute(semconv.ERROR_TYPE, str(status))
-            span.set_status(Status(StatusCode.ERROR))
+            record_error_code(span, str(status))

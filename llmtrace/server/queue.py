@@ -20,10 +20,11 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Protocol
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace.instrumentation._base import should_trace
+from llmtrace.span_errors import record_error
 
 DEFAULT_QUEUE_NAME = "semaphore"
 
@@ -61,9 +62,8 @@ def _start_queue_span(name: str, started_ns: int) -> Span:
 
 def _end_failed(span: Span, exc: BaseException) -> None:
     # A wait abandoned by cancellation or a timeout is still a wait: keep its duration.
-    if span.is_recording():
-        span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    # No exception event: the wait did not fail, it was given up.
+    record_error(span, exc, exception_event=False)
     span.end()
 
 

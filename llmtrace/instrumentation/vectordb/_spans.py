@@ -28,7 +28,7 @@ from opentelemetry.util.types import AttributeValue
 from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import bounded_content, capture_settings, should_trace
-from llmtrace.streaming import record_error
+from llmtrace.span_errors import record_error
 
 logger = logging.getLogger(__name__)
 
