@@ -9,6 +9,11 @@ The binaries come from scripts/backends.sh (built from the Go module proxy into 
 the repository). The build runs after collection, before the first test, when any selected
 test uses ``tracing_stack``: a first build takes several minutes and must not count against a
 test's timeout; later runs find the cache current within a second.
+
+Tests that stop, kill and restart one part of the stack build their own with ``new_jaeger`` and
+``new_collector``: each returns a ``BackendProcess`` on ports fixed at creation, so whatever
+talks to it reconnects after a restart, and with the data directories given, so a restart finds
+what the previous run left.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "collector-config"
 COLLECTOR_CONFIG = CONFIG_DIR / "otel-collector.yaml"
 JAEGER_CONFIG = CONFIG_DIR / "jaeger.yaml"
+JAEGER_BADGER_CONFIG = CONFIG_DIR / "jaeger-badger.yaml"
 BACKENDS_SCRIPT = REPO / "scripts" / "backends.sh"
 
 STARTUP_TIMEOUT_SECONDS = 60.0
@@ -114,15 +120,25 @@ def backends(pytestconfig: pytest.Config) -> Backends:
     return built
 
 
+_ports_handed_out: set[int] = set()
+
+
 def _free_ports(count: int) -> list[int]:
-    """Ports the kernel just handed out; held together so that no two are the same."""
+    """Ports the kernel just handed out, none of them given to an earlier backend.
+
+    Held together so that no two are the same; remembered because a backend's ports must stay
+    its own while it is stopped, and the kernel may offer a free one again.
+    """
     with contextlib.ExitStack() as stack:
-        sockets = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
+            port = sock.getsockname()[1]
+            if port not in _ports_handed_out:
+                ports.append(port)
+        _ports_handed_out.update(ports)
+        return ports
 
 
 def _die_with_parent() -> None:
@@ -133,122 +149,218 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-class _Process:
-    """One backend program with its output in a log file."""
+class BackendProcess:
+    """One backend program on fixed ports, with its output in a log file.
 
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log_dir: Path) -> None:
+    Created stopped; ``start`` runs it and waits until it reports healthy. It can be stopped
+    (SIGTERM, a clean shutdown), killed (SIGKILL, as a crash) and started again with the same
+    command line and environment; every run appends to the same log.
+    """
+
+    def __init__(
+        self, name: str, argv: list[str], env: Mapping[str, str], health_url: str, log_dir: Path
+    ) -> None:
         self.name = name
+        self.argv = argv
+        self.env = dict(env)
+        self.health_url = health_url
         self.log_path = log_dir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.popen = subprocess.Popen(
-            argv,
-            env={**os.environ, **env},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def start(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running")
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {self.name} starting: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self._popen = subprocess.Popen(
+                self.argv,
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        self._wait_healthy(time.monotonic() + timeout)
+
+    def stop(self) -> None:
+        """SIGTERM: the program shuts down cleanly (flushes, releases its files)."""
+        if self.running:
+            assert self._popen is not None
+            self._popen.send_signal(signal.SIGTERM)
+            try:
+                self._popen.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()
+                self._popen.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: the program gets no chance to flush or to release anything."""
+        if self.running:
+            assert self._popen is not None
+            self._popen.kill()
+            self._popen.wait()
 
     def log_tail(self, lines: int = 40) -> str:
-        self._log.flush()
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def wait_healthy(self, url: str, deadline: float) -> None:
+    def _wait_healthy(self, deadline: float) -> None:
+        assert self._popen is not None
         while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
+            if self._popen.poll() is not None:
                 pytest.fail(
-                    f"{self.name} exited with {self.popen.returncode} while starting; "
+                    f"{self.name} exited with {self._popen.returncode} while starting; "
                     f"last lines of {self.log_path}:\n{self.log_tail()}",
                     False,
                 )
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=1.0).status_code == 200:
+                if httpx.get(self.health_url, timeout=1.0).status_code == 200:
                     return
-            time.sleep(0.1)
+            time.sleep(0.05)
         pytest.fail(
-            f"{self.name} was not healthy at {url} within {STARTUP_TIMEOUT_SECONDS:.0f}s; "
+            f"{self.name} was not healthy at {self.health_url} in time; "
             f"last lines of {self.log_path}:\n{self.log_tail()}",
             False,
         )
 
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Jaeger:
+    process: BackendProcess
+    otlp_grpc_endpoint: str
+    """``127.0.0.1:PORT``, as the collector's OTELCOL_JAEGER_ENDPOINT wants it."""
+    query_url: str
+    """The query service: UI, ``/api/v3/traces``."""
+
+
+@dataclass(frozen=True)
+class Collector:
+    process: BackendProcess
+    otlp_grpc_endpoint: str
+    """``http://127.0.0.1:PORT``: the OTLP/gRPC receiver."""
+    otlp_http_endpoint: str
+    """``http://127.0.0.1:PORT``: the OTLP/HTTP receiver (base, no ``/v1/traces``)."""
+    prometheus_url: str
+    """The Prometheus exporter (spanmetrics), the full ``/metrics`` URL."""
+
+
+def new_jaeger(
+    backends: Backends, log_dir: Path, *, badger_dir: Path | None = None, name: str = "jaeger"
+) -> Jaeger:
+    """A Jaeger on free loopback ports, not started yet.
+
+    With ``badger_dir``, Jaeger runs collector-config/jaeger-badger.yaml and keeps its traces
+    there; without, collector-config/jaeger.yaml (in memory).
+    """
+    otlp_grpc, otlp_http, query_http, query_grpc, health, telemetry = _free_ports(6)
+    env = {
+        "JAEGER_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{otlp_grpc}",
+        "JAEGER_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{otlp_http}",
+        "JAEGER_QUERY_HTTP_ENDPOINT": f"{LOOPBACK}:{query_http}",
+        "JAEGER_QUERY_GRPC_ENDPOINT": f"{LOOPBACK}:{query_grpc}",
+        "JAEGER_HEALTH_ENDPOINT": f"{LOOPBACK}:{health}",
+        "JAEGER_TELEMETRY_HOST": LOOPBACK,
+        "JAEGER_TELEMETRY_PORT": str(telemetry),
+    }
+    config = JAEGER_CONFIG
+    if badger_dir is not None:
+        config = JAEGER_BADGER_CONFIG
+        env["JAEGER_BADGER_DIR"] = str(badger_dir)
+    process = BackendProcess(
+        name,
+        [str(backends.jaeger), f"--config={config}"],
+        env,
+        f"http://{LOOPBACK}:{health}/status",
+        log_dir,
+    )
+    return Jaeger(
+        process=process,
+        otlp_grpc_endpoint=f"{LOOPBACK}:{otlp_grpc}",
+        query_url=f"http://{LOOPBACK}:{query_http}",
+    )
+
+
+def new_collector(
+    backends: Backends,
+    log_dir: Path,
+    *,
+    jaeger_endpoint: str,
+    storage_dir: Path,
+    name: str = "otelcol",
+) -> Collector:
+    """A collector on free loopback ports exporting to ``jaeger_endpoint``, not started yet.
+
+    Its queue to Jaeger lives in ``storage_dir``: a collector started again with the same one
+    sends what the previous run had not delivered.
+    """
+    grpc, http, prometheus, health, telemetry = _free_ports(5)
+    env = {
+        "OTELCOL_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{grpc}",
+        "OTELCOL_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{http}",
+        "OTELCOL_JAEGER_ENDPOINT": jaeger_endpoint,
+        "OTELCOL_PROMETHEUS_ENDPOINT": f"{LOOPBACK}:{prometheus}",
+        "OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{health}",
+        "OTELCOL_TELEMETRY_HOST": LOOPBACK,
+        "OTELCOL_TELEMETRY_PORT": str(telemetry),
+        "OTELCOL_STORAGE_DIR": str(storage_dir),
+    }
+    process = BackendProcess(
+        name,
+        [str(backends.otelcol), f"--config={COLLECTOR_CONFIG}"],
+        env,
+        f"http://{LOOPBACK}:{health}/",
+        log_dir,
+    )
+    return Collector(
+        process=process,
+        otlp_grpc_endpoint=f"http://{LOOPBACK}:{grpc}",
+        otlp_http_endpoint=f"http://{LOOPBACK}:{http}",
+        prometheus_url=f"http://{LOOPBACK}:{prometheus}/metrics",
+    )
+
+
+@contextlib.contextmanager
+def stopped_at_exit(*processes: BackendProcess) -> Iterator[None]:
+    """Stops the processes on exit, in the order given, whatever state they are in."""
+    try:
+        yield
+    finally:
+        for process in processes:
+            process.stop()
 
 
 @contextlib.contextmanager
 def run_tracing_stack(backends: Backends, log_dir: Path) -> Iterator[TracingStack]:
     """Starts Jaeger, then the collector that exports to it; stops both on exit."""
-    (
-        jaeger_otlp_grpc,
-        jaeger_otlp_http,
-        jaeger_query_http,
-        jaeger_query_grpc,
-        jaeger_health,
-        jaeger_telemetry,
-        collector_grpc,
-        collector_http,
-        collector_prometheus,
-        collector_health,
-        collector_telemetry,
-    ) = _free_ports(11)
-    loopback = "127.0.0.1"
-    jaeger_env = {
-        "JAEGER_OTLP_GRPC_ENDPOINT": f"{loopback}:{jaeger_otlp_grpc}",
-        "JAEGER_OTLP_HTTP_ENDPOINT": f"{loopback}:{jaeger_otlp_http}",
-        "JAEGER_QUERY_HTTP_ENDPOINT": f"{loopback}:{jaeger_query_http}",
-        "JAEGER_QUERY_GRPC_ENDPOINT": f"{loopback}:{jaeger_query_grpc}",
-        "JAEGER_HEALTH_ENDPOINT": f"{loopback}:{jaeger_health}",
-        "JAEGER_TELEMETRY_HOST": loopback,
-        "JAEGER_TELEMETRY_PORT": str(jaeger_telemetry),
-    }
-    collector_env = {
-        "OTELCOL_OTLP_GRPC_ENDPOINT": f"{loopback}:{collector_grpc}",
-        "OTELCOL_OTLP_HTTP_ENDPOINT": f"{loopback}:{collector_http}",
-        "OTELCOL_JAEGER_ENDPOINT": f"{loopback}:{jaeger_otlp_grpc}",
-        "OTELCOL_PROMETHEUS_ENDPOINT": f"{loopback}:{collector_prometheus}",
-        "OTELCOL_HEALTH_ENDPOINT": f"{loopback}:{collector_health}",
-        "OTELCOL_TELEMETRY_HOST": loopback,
-        "OTELCOL_TELEMETRY_PORT": str(collector_telemetry),
-    }
-    stack = TracingStack(
-        otlp_grpc_endpoint=f"http://{loopback}:{collector_grpc}",
-        otlp_http_endpoint=f"http://{loopback}:{collector_http}",
-        jaeger_url=f"http://{loopback}:{jaeger_query_http}",
-        prometheus_url=f"http://{loopback}:{collector_prometheus}/metrics",
-        collector_health_url=f"http://{loopback}:{collector_health}/",
-        jaeger_health_url=f"http://{loopback}:{jaeger_health}/status",
-        log_dir=log_dir,
+    jaeger = new_jaeger(backends, log_dir)
+    collector = new_collector(
+        backends,
+        log_dir,
+        jaeger_endpoint=jaeger.otlp_grpc_endpoint,
+        storage_dir=log_dir / "otelcol-storage",
     )
-    started: list[_Process] = []
-    try:
-        jaeger = _Process(
-            "jaeger", [str(backends.jaeger), f"--config={JAEGER_CONFIG}"], jaeger_env, log_dir
+    # The collector first, so that it can flush what it holds to a still-running Jaeger.
+    with stopped_at_exit(collector.process, jaeger.process):
+        jaeger.process.start()
+        collector.process.start()
+        yield TracingStack(
+            otlp_grpc_endpoint=collector.otlp_grpc_endpoint,
+            otlp_http_endpoint=collector.otlp_http_endpoint,
+            jaeger_url=jaeger.query_url,
+            prometheus_url=collector.prometheus_url,
+            collector_health_url=collector.process.health_url,
+            jaeger_health_url=jaeger.process.health_url,
+            log_dir=log_dir,
         )
-        started.append(jaeger)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        jaeger.wait_healthy(stack.jaeger_health_url, deadline)
-        collector = _Process(
-            "otelcol",
-            [str(backends.otelcol), f"--config={COLLECTOR_CONFIG}"],
-            collector_env,
-            log_dir,
-        )
-        started.append(collector)
-        collector.wait_healthy(stack.collector_health_url, deadline)
-        yield stack
-    finally:
-        # The collector first, so that it can flush what it holds to a still-running Jaeger.
-        for process in reversed(started):
-            process.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """docker-compose.yml is valid, and runs the same configs and versions the native tests run.
 
 No container engine runs here, so compose is checked statically: against the compose
-specification, and against the files and builds the tracing_stack fixture uses.
+specification, and against the files and builds the tracing_stack fixture uses. The same goes
+for docker-compose.persistent.yml, the override that gives Jaeger its Badger storage.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from tests.backends.fixtures import (
     BACKENDS_SCRIPT,
     COLLECTOR_CONFIG,
     CONFIG_DIR,
+    JAEGER_BADGER_CONFIG,
     JAEGER_CONFIG,
     REPO,
     Backends,
 )
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
+PERSISTENT_OVERRIDE = REPO / "docker-compose.persistent.yml"
 BUILDER_MANIFEST = CONFIG_DIR / "builder-config.yaml"
 JAEGER_MODULE = REPO / "backends" / "jaeger" / "go.mod"
 COMPOSE_SCHEMA = ("--builtin-schema", "vendor.compose-spec")
@@ -34,8 +37,8 @@ def _load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
-def _compose_services() -> dict[str, Any]:
-    services: dict[str, Any] = _load(COMPOSE_FILE)["services"]
+def _compose_services(path: Path = COMPOSE_FILE) -> dict[str, Any]:
+    services: dict[str, Any] = _load(path)["services"]
     return services
 
 
@@ -48,8 +51,9 @@ def _validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_compose_file_follows_the_compose_specification() -> None:
-    result = _validate_compose(COMPOSE_FILE)
+@pytest.mark.parametrize("path", [COMPOSE_FILE, PERSISTENT_OVERRIDE], ids=lambda path: path.name)
+def test_compose_file_follows_the_compose_specification(path: Path) -> None:
+    result = _validate_compose(path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -61,19 +65,94 @@ def test_compose_validation_rejects_a_misspelt_service_key(tmp_path: Path) -> No
     assert _validate_compose(path).returncode != 0
 
 
+def _is_bind_mount(source: str) -> bool:
+    return source.startswith((".", "/"))
+
+
 def _mounts(service: dict[str, Any]) -> dict[str, Path]:
     """Container path -> host file, for the bind mounts of a service."""
     mounts = {}
     for volume in service.get("volumes", []):
         source, target = volume.split(":")[:2]
-        mounts[target] = (REPO / source).resolve()
+        if _is_bind_mount(source):
+            mounts[target] = (REPO / source).resolve()
     return mounts
 
 
-def test_every_mounted_config_file_exists() -> None:
-    for name, service in _compose_services().items():
+def _named_volumes(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> volume name, for the named volumes of a service."""
+    volumes = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if not _is_bind_mount(source):
+            volumes[target] = source
+    return volumes
+
+
+@pytest.mark.parametrize("path", [COMPOSE_FILE, PERSISTENT_OVERRIDE], ids=lambda path: path.name)
+def test_every_mounted_config_file_exists(path: Path) -> None:
+    for name, service in _compose_services(path).items():
         for target, source in _mounts(service).items():
             assert source.is_file(), f"{name} mounts missing {source} at {target}"
+
+
+@pytest.mark.parametrize("path", [COMPOSE_FILE, PERSISTENT_OVERRIDE], ids=lambda path: path.name)
+def test_every_named_volume_is_declared_and_handed_to_the_services_user(path: Path) -> None:
+    # The images run as user 10001 and a new volume belongs to root: volume-permissions must
+    # chown every data volume before the service using it starts.
+    services = _compose_services(path)
+    declared = set(_load(path).get("volumes") or {})
+    handed_over = set(_named_volumes(services["volume-permissions"]).values())
+    for name, service in services.items():
+        if name == "volume-permissions":
+            continue
+        for target, volume in _named_volumes(service).items():
+            assert volume in declared, f"{name} mounts {volume} at {target}, not declared"
+            assert volume in handed_over, f"volume-permissions does not chown {volume}"
+            dependency = service.get("depends_on", {}).get("volume-permissions", {})
+            assert dependency.get("condition") == "service_completed_successfully", name
+
+
+def _env_default(config: Path, variable: str) -> str:
+    """The default a config file gives ``${env:VARIABLE:-default}``; one default per variable."""
+    defaults = set(re.findall(rf"\$\{{env:{variable}:-([^}}]*)\}}", config.read_text()))
+    assert len(defaults) == 1, f"{config.name}: {variable} defaults {defaults}"
+    return defaults.pop()
+
+
+@pytest.mark.parametrize(
+    ("path", "service", "variable", "config"),
+    [
+        (COMPOSE_FILE, "otel-collector", "OTELCOL_STORAGE_DIR", COLLECTOR_CONFIG),
+        (PERSISTENT_OVERRIDE, "jaeger", "JAEGER_BADGER_DIR", JAEGER_BADGER_CONFIG),
+    ],
+)
+def test_data_directory_is_a_volume_at_the_configs_default(
+    path: Path, service: str, variable: str, config: Path
+) -> None:
+    definition = _compose_services(path)[service]
+    directory = definition["environment"][variable]
+    assert directory == _env_default(config, variable)
+    assert directory in _named_volumes(definition)
+
+
+def test_persistent_override_runs_the_badger_config() -> None:
+    definition = _compose_services(PERSISTENT_OVERRIDE)["jaeger"]
+    (config_flag,) = [arg for arg in definition["command"] if arg.startswith("--config=")]
+    assert _mounts(definition)[config_flag.removeprefix("--config=")] == (
+        JAEGER_BADGER_CONFIG.resolve()
+    )
+
+
+def test_badger_config_is_the_jaeger_config_but_for_the_storage() -> None:
+    memory, badger = _load(JAEGER_CONFIG), _load(JAEGER_BADGER_CONFIG)
+    assert set(memory["extensions"]["jaeger_storage"]["backends"]["traces_store"]) == {"memory"}
+    badger_store = badger["extensions"]["jaeger_storage"]["backends"]["traces_store"]
+    assert set(badger_store) == {"badger"}
+    assert badger_store["badger"]["ephemeral"] is False
+    for config in (memory, badger):
+        del config["extensions"]["jaeger_storage"]["backends"]
+    assert badger == memory
 
 
 @pytest.mark.parametrize(
@@ -114,35 +193,39 @@ def test_jaeger_image_matches_the_native_build() -> None:
     assert f"latestVersion=v{v2_version}" in BACKENDS_SCRIPT.read_text()
 
 
-def _component_modules(config: dict[str, Any]) -> set[str]:
-    """The Go module name each component in use would have (otlp receiver -> otlpreceiver)."""
+def _components_in_use(config: dict[str, Any]) -> set[tuple[str, str]]:
+    """(kind, type without underscores) of each component in use: ("receiver", "otlp")."""
     service = config["service"]
     used = {("extension", name) for name in service.get("extensions", [])}
     for pipeline in service["pipelines"].values():
         for kind in ("receivers", "processors", "exporters"):
             used |= {(kind[:-1], name) for name in pipeline.get(kind, [])}
     connectors = set(config.get("connectors", {}))
-    modules = set()
+    components = set()
     for kind, name in used:
         component_type = name.split("/")[0]
         kind = "connector" if component_type in connectors else kind
-        modules.add(component_type.replace("_", "") + kind)
-    return modules
+        components.add((kind, component_type.replace("_", "")))
+    return components
 
 
 def test_native_collector_build_has_exactly_the_components_the_config_uses() -> None:
+    # A module is named after its component, with or without the kind after it:
+    # .../receiver/otlpreceiver, .../extension/storage/filestorage.
     manifest = _load(BUILDER_MANIFEST)
     built = {
-        entry["gomod"].split()[0].rsplit("/", 1)[1]
+        (kind[:-1], entry["gomod"].split()[0].rsplit("/", 1)[1].removesuffix(kind[:-1]))
         for kind in ("extensions", "receivers", "processors", "exporters", "connectors")
         for entry in manifest[kind]
     }
-    assert built == _component_modules(_load(COLLECTOR_CONFIG))
+    assert built == _components_in_use(_load(COLLECTOR_CONFIG))
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    ("binary", "config"), [("otelcol", COLLECTOR_CONFIG), ("jaeger", JAEGER_CONFIG)]
+    ("binary", "config"),
+    [("otelcol", COLLECTOR_CONFIG), ("jaeger", JAEGER_CONFIG), ("jaeger", JAEGER_BADGER_CONFIG)],
+    ids=lambda value: value.name if isinstance(value, Path) else value,
 )
 def test_config_is_valid_with_the_compose_defaults(
     backends: Backends, binary: str, config: Path
