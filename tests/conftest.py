@@ -41,6 +41,29 @@ metrics.set_meter_provider(MeterProvider(metric_readers=[_metric_reader]))
 os.environ.setdefault("LLMTRACE_FILE_PATH", str(REPO / ".llmtrace" / "test-traces.jsonl"))
 
 
+# Fixtures that start a server or another program: a test that uses one is an integration test,
+# so `pytest -m "not integration"` is the fast unit run. (Tests that start one themselves carry
+# the marker in their module.)
+_SERVER_FIXTURES = frozenset(
+    {
+        "model_server",
+        "_model_server_process",
+        "tracing_stack",
+        "backends",
+        "llama_server",
+        "answer_service",
+        "delayed_traces",
+        "chroma_server",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_environment_settings() -> Iterator[None]:
     """Settings read from the environment are cached; a test that changes it calls

@@ -45,15 +45,6 @@ async def coroutine() -> dict[str, int]:
     return RESULT
 
 
-HOOKS = {
-    "attribute extraction": ("_on_result", "llmtrace.decorators"),
-    "span start": ("_begin", "llmtrace.decorators"),
-    "span end": ("_end_ok", "llmtrace.decorators"),
-    "error recording": ("_end_error", "llmtrace.decorators"),
-    "stream chunk": ("on_chunk_parser", None),
-}
-
-
 @pytest.fixture(autouse=True)
 def fresh_log():
     reset_logged()

@@ -26,6 +26,7 @@ def process_exists(pid: int) -> bool:
 
 
 @pytest.mark.model
+@pytest.mark.integration
 def test_server_answers_and_is_stopped_even_when_the_caller_fails(tmp_path: Path) -> None:
     server = LlamaServer(log_path=tmp_path / "server.log")
     with pytest.raises(RuntimeError, match="caller failed"), server:

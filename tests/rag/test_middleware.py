@@ -21,6 +21,9 @@ from llmtrace.server import LLMTraceMiddleware
 from .asgi_server import serve
 from .spans_util import duration, only
 
+# Serves ASGI applications with uvicorn over loopback.
+pytestmark = pytest.mark.integration
+
 CALLER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN_ID = "00f067aa0ba902b7"
 

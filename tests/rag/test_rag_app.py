@@ -28,6 +28,9 @@ from llmtrace.instrumentation.vectordb.qdrant import QdrantInstrumentor
 
 from .asgi_server import serve
 
+# Serves ASGI applications with uvicorn over loopback.
+pytestmark = pytest.mark.integration
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rag_app.py"
 QUESTIONS = [
     "How long does the backup battery last?",

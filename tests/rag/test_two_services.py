@@ -34,6 +34,9 @@ from llmtrace.server import LLMTraceMiddleware, bounded
 from .asgi_server import serve
 from .spans_util import duration
 
+# Serves ASGI applications with uvicorn over loopback.
+pytestmark = pytest.mark.integration
+
 WORKERS = 2
 CONCURRENT_REQUESTS = 6
 WORK_SECONDS = 0.15
