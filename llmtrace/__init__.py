@@ -7,33 +7,68 @@ The whole public API::
 
     @llmtrace.workflow
     def answer(question): ...
+
+The names are imported on first use (PEP 562), so that ``import llmtrace`` and the ``llmtrace``
+command do not load the OpenTelemetry SDK until something needs it. Type checkers and IDEs read
+the imports under ``TYPE_CHECKING`` below and see every name with its type.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import importlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from llmtrace.config import delivery_stats, force_flush, init, shutdown
-from llmtrace.decorators import (
-    SpanDecorator,
-    embedding,
-    llm,
-    mark_first_token,
-    record_usage,
-    rerank,
-    retrieval,
-    set_attributes,
-    span,
-    stage,
-    tool,
-    workflow,
-)
-from llmtrace.errors import ConfigError, LLMTraceError
-from llmtrace.options import settings
-from llmtrace.request_context import RequestContext, context, current_trace_id, trace_url
-from llmtrace.semconv import STAGES
+if TYPE_CHECKING:
+    from llmtrace.config import delivery_stats, force_flush, init, shutdown
+    from llmtrace.decorators import (
+        SpanDecorator,
+        embedding,
+        llm,
+        mark_first_token,
+        record_usage,
+        rerank,
+        retrieval,
+        set_attributes,
+        span,
+        stage,
+        tool,
+        workflow,
+    )
+    from llmtrace.errors import ConfigError, LLMTraceError
+    from llmtrace.options import settings
+    from llmtrace.request_context import RequestContext, context, current_trace_id, trace_url
+    from llmtrace.semconv import STAGES
+
+# Where each lazily imported public name is defined.
+_LAZY_NAMES: dict[str, str] = {
+    "delivery_stats": "llmtrace.config",
+    "force_flush": "llmtrace.config",
+    "init": "llmtrace.config",
+    "shutdown": "llmtrace.config",
+    "SpanDecorator": "llmtrace.decorators",
+    "embedding": "llmtrace.decorators",
+    "llm": "llmtrace.decorators",
+    "mark_first_token": "llmtrace.decorators",
+    "record_usage": "llmtrace.decorators",
+    "rerank": "llmtrace.decorators",
+    "retrieval": "llmtrace.decorators",
+    "set_attributes": "llmtrace.decorators",
+    "span": "llmtrace.decorators",
+    "stage": "llmtrace.decorators",
+    "tool": "llmtrace.decorators",
+    "workflow": "llmtrace.decorators",
+    "ConfigError": "llmtrace.errors",
+    "LLMTraceError": "llmtrace.errors",
+    "settings": "llmtrace.options",
+    "RequestContext": "llmtrace.request_context",
+    "context": "llmtrace.request_context",
+    "current_trace_id": "llmtrace.request_context",
+    "trace_url": "llmtrace.request_context",
+    "STAGES": "llmtrace.semconv",
+}
 
 
 def instrument(names: Iterable[str] | None = None) -> list[str]:
@@ -51,6 +86,26 @@ def uninstrument(names: Iterable[str] | None = None) -> None:
     from llmtrace.instrumentation.registry import uninstrument as _uninstrument
 
     _uninstrument(names)
+
+
+def _import_public_name(name: str) -> object:
+    """Import the module that defines ``name`` and keep the value, so the next access is direct."""
+    module_name = _LAZY_NAMES.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+# Hidden from type checkers, which would otherwise accept any attribute of the module (a typo
+# included) as the return type of __getattr__; they see the imports above instead.
+if not TYPE_CHECKING:
+    __getattr__ = _import_public_name
 
 
 __all__ = [
