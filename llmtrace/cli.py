@@ -1,8 +1,15 @@
 """The ``llmtrace`` command: report | compare | bench | demo | doctor.
 
 Each subcommand lives in ``llmtrace.commands.<name>`` and exposes ``HELP`` (one line),
-``add_arguments(parser)`` and ``run(args) -> int``; they are imported only when used so that
-``llmtrace --help`` stays fast.
+``EXAMPLES`` (realistic command lines for its ``--help``), ``add_arguments(parser)`` and
+``run(args) -> int``. A command module imports only light modules at its top (argparse, the
+standard library, ``llmtrace.errors``): what a command needs to run (the analysis, rich, the
+OpenTelemetry SDK, the demo's numpy) is imported inside ``run``. Building the whole parser is
+then cheap, so ``llmtrace --help`` and ``llmtrace report FILE`` start fast and the commands that
+need an optional extra (``demo``) fail only when they run.
+
+The shared vocabulary: ``--otlp URL`` where spans are sent, ``--jaeger URL`` where a Jaeger is
+read, ``--html FILE`` where an HTML report is written. Renamed flags stay as hidden aliases.
 
 An expected failure (bad arguments, a missing or unreadable file, an unreachable Jaeger, a bad
 configuration) is one line on stderr and exit status 2, never a traceback; Ctrl-C exits with
@@ -38,6 +45,12 @@ exit status:
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C)
 """
 
+EXAMPLES = (
+    "llmtrace report",
+    "llmtrace report --jaeger http://localhost:16686 --service support-bot --lookback 1h",
+    "llmtrace compare .llmtrace/runs/before.json .llmtrace/runs/after.json",
+)
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, like every other error."""
@@ -46,11 +59,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def examples_help(examples: Sequence[str]) -> str:
+    """The "example:" section of a ``--help``: one command line per line."""
+    heading = "example:" if len(examples) == 1 else "examples:"
+    return "\n".join([heading, *(f"  {line}" for line in examples)]) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="llmtrace",
         description="Where did a slow LLM request's time go? Per-stage latency from OpenTelemetry traces.",
-        epilog=EXIT_STATUS_HELP,
+        epilog=examples_help(EXAMPLES) + "\n" + EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"llmtrace {__version__}")
@@ -61,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=module.HELP,
             description=module.HELP,
-            epilog=EXIT_STATUS_HELP,
+            epilog=examples_help(module.EXAMPLES) + "\n" + EXIT_STATUS_HELP,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)

@@ -3,33 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import time
-from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from llmtrace.bench.execute import run_bench
-from llmtrace.bench.questions import QuestionSet, load_questions
-from llmtrace.bench.runner import BenchPlan, BenchResult
-from llmtrace.bench.runs import DEFAULT_RUNS_DIR, check_run_name, run_path, save_run
-from llmtrace.bench.targets import (
-    DEFAULT_BODY,
-    HTTPTarget,
-    Target,
-    load_callable,
-    parse_headers,
-)
-from llmtrace.bench.tracing import (
-    DEFAULT_SERVICE_NAME,
-    ensure_tracing,
-)
+from llmtrace.commands.report import add_html_argument, add_jaeger_argument
 from llmtrace.errors import CommandError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from llmtrace.bench.questions import QuestionSet
+    from llmtrace.bench.runner import BenchPlan, BenchResult
+    from llmtrace.bench.targets import Target
+
 HELP = "Replay a question set against your app at a fixed concurrency and report per-stage latency."
-DEFAULT_TRACES = ".llmtrace/traces.jsonl"
+EXAMPLES = (
+    "llmtrace bench myapp.rag:answer --questions questions.jsonl --concurrency 4 --name before",
+    "llmtrace bench myapp.rag:answer --questions questions.jsonl --concurrency 4 --name after "
+    "--baseline before --html after.html",
+    "llmtrace bench --url http://localhost:8000/ask --questions questions.csv "
+    "--otlp http://localhost:4317 --jaeger http://localhost:16686 --settle 6",
+)
+# The defaults of llmtrace.bench.targets and llmtrace.bench.runs, written out here so that
+# building the parser does not import the benchmark machinery (httpx, asyncio, OpenTelemetry);
+# tests/core/test_cli_vocabulary.py keeps them equal.
+DEFAULT_BODY = '{"question": "{question}"}'
+DEFAULT_RUNS_DIR = Path(".llmtrace") / "runs"
 EXIT_INTERRUPTED = 130
 
 
@@ -92,15 +91,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--traces",
         default=None,
         metavar="FILE",
-        help=f"trace file the run appends to (default $LLMTRACE_FILE_PATH or {DEFAULT_TRACES})",
+        help="trace file the run appends to "
+        "(default $LLMTRACE_FILE_PATH or .llmtrace/traces.jsonl)",
     )
     parser.add_argument(
-        "--source",
-        metavar="FILE|URL",
-        help="build the report from this trace source instead (e.g. a Jaeger URL, when the "
-        "service exports there; add --otlp so the bench's request spans get there too)",
+        "--otlp",
+        metavar="URL",
+        default=None,
+        help="also export spans to this OTLP endpoint (default $OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
-    parser.add_argument("--service", help="with --source: the service whose traces to read")
+    add_jaeger_argument(
+        parser,
+        "build the report from this Jaeger instead of the trace file, when the service exports "
+        "there (add --otlp so the bench's request spans get there too)",
+    )
+    # The older spelling of --jaeger, which also took a trace file.
+    parser.add_argument("--source", metavar="FILE|URL", help=argparse.SUPPRESS)
+    parser.add_argument("--service", help="with --jaeger: the service whose traces to read")
     parser.add_argument(
         "--settle",
         type=float,
@@ -110,22 +117,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "has exported its last spans (OpenTelemetry batches them every 5 s by default)",
     )
     parser.add_argument(
-        "--otlp",
-        metavar="URL",
-        default=None,
-        help="also export spans to this OTLP endpoint (default $OTEL_EXPORTER_OTLP_ENDPOINT)",
-    )
-    parser.add_argument(
         "--runs-dir",
         type=Path,
         default=DEFAULT_RUNS_DIR,
+        metavar="DIR",
         help=f"where runs are saved (default {DEFAULT_RUNS_DIR})",
     )
-    parser.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML report")
+    add_html_argument(parser, "also write the HTML report to FILE")
     parser.add_argument("--no-progress", action="store_true", help="no live progress bar")
 
 
 def build_target(args: argparse.Namespace) -> Target:
+    from llmtrace.bench.targets import HTTPTarget, load_callable, parse_headers
+
     if args.target and args.url:
         raise CommandError("give either MODULE:FUNCTION or --url, not both")
     if args.url:
@@ -138,6 +142,11 @@ def build_target(args: argparse.Namespace) -> Target:
 
 
 def build_plan(args: argparse.Namespace) -> BenchPlan:
+    from datetime import datetime
+
+    from llmtrace.bench.runner import BenchPlan
+    from llmtrace.bench.runs import check_run_name
+
     name = check_run_name(args.name or datetime.now().strftime("run-%Y%m%d-%H%M%S"))
     try:
         return BenchPlan(
@@ -152,6 +161,14 @@ def build_plan(args: argparse.Namespace) -> BenchPlan:
         raise CommandError(str(exc)) from None
 
 
+def report_source(args: argparse.Namespace, traces_file: Path) -> str | Path:
+    """Where the run's report is read from: ``--jaeger`` (or the older ``--source``), else the
+    trace file the run appended to."""
+    if args.jaeger and args.source:
+        raise CommandError("give either --jaeger URL or --source, not both")
+    return str(args.jaeger or args.source or traces_file)
+
+
 async def _run_and_close(
     questions: QuestionSet,
     target: Target,
@@ -160,6 +177,8 @@ async def _run_and_close(
     console: Console,
     show_progress: bool,
 ) -> BenchResult:
+    from llmtrace.bench.execute import run_bench
+
     try:
         return await run_bench(
             questions,
@@ -174,13 +193,24 @@ async def _run_and_close(
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+    import time
+
+    from rich.console import Console
+
     from llmtrace.bench import reporting
+    from llmtrace.bench.questions import load_questions
+    from llmtrace.bench.runs import run_path, save_run
+    from llmtrace.bench.tracing import DEFAULT_SERVICE_NAME, ensure_tracing
+    from llmtrace.options import default_trace_file
     from llmtrace.render.terminal import print_comparison, print_report
 
     console = Console()
     questions = load_questions(args.questions)
     plan = build_plan(args)
-    traces_file = Path(args.traces or os.environ.get("LLMTRACE_FILE_PATH") or DEFAULT_TRACES)
+    traces_file = Path(args.traces or default_trace_file())
+    source = report_source(args, traces_file)
     otlp = args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     baseline = reporting.load_saved_report(args.baseline, args.runs_dir) if args.baseline else None
     target = build_target(args)
@@ -210,9 +240,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.settle > 0:
         time.sleep(args.settle)
-    report, traceset = reporting.build_run_report(
-        args.source or traces_file, result, service=args.service
-    )
+    report, traceset = reporting.build_run_report(source, result, service=args.service)
     document = reporting.report_document(report, result, model=args.model)
     print_report(report, console=console)
     saved = save_run(document, run_path(plan.name, args.runs_dir))

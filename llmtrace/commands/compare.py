@@ -4,23 +4,76 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llmtrace.analysis.compare import compare
-from llmtrace.commands.report import add_source_arguments, report_from_source
+from llmtrace.commands.report import (
+    add_jaeger_argument,
+    add_source_arguments,
+    report_from_source,
+    report_from_traces,
+    traces_from_source,
+)
+from llmtrace.errors import CommandError
+
+if TYPE_CHECKING:
+    from llmtrace.analysis.report import Report
 
 HELP = "Compare two runs (trace sources or saved JSON reports): per-stage deltas and verdicts."
+EXAMPLES = (
+    "llmtrace compare .llmtrace/runs/before.json .llmtrace/runs/after.json",
+    "llmtrace compare --jaeger http://localhost:16686 --service support-bot before after",
+)
+
+_SIDE_HELP = (
+    "trace file/directory, Jaeger URL or saved JSON report; with --jaeger, the name of an "
+    "llmtrace bench run whose traces are in that Jaeger"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("baseline", help="trace file/directory, Jaeger URL or saved JSON report")
-    parser.add_argument("candidate", help="trace file/directory, Jaeger URL or saved JSON report")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("baseline", help=_SIDE_HELP)
+    parser.add_argument("candidate", help=_SIDE_HELP)
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output format (default table)"
+    )
+    add_jaeger_argument(
+        parser,
+        "read both runs from this Jaeger (http://localhost:16686): BASELINE and CANDIDATE are "
+        "then llmtrace bench run names",
+    )
     add_source_arguments(parser)
 
 
+def _is_run_name(side: str, args: argparse.Namespace) -> bool:
+    """With ``--jaeger``, a side that is neither a URL nor an existing file names a bench run."""
+    from llmtrace.analysis.sources import is_jaeger_url
+
+    return bool(args.jaeger) and not is_jaeger_url(side) and not Path(side).exists()
+
+
+def _reports(args: argparse.Namespace) -> tuple[Report, Report]:
+    sides = (args.baseline, args.candidate)
+    run_names = [side for side in sides if _is_run_name(side, args)]
+    if run_names and args.run:
+        raise CommandError("with --jaeger, name the runs as BASELINE and CANDIDATE, not --run")
+    # Both runs come from one read of Jaeger: the same filters, asked once.
+    traceset = traces_from_source(args.jaeger, args) if run_names else None
+    reports = []
+    for side in sides:
+        if traceset is not None and side in run_names:
+            reports.append(
+                report_from_traces(traceset, f"{args.jaeger} (run {side})", args, run=side)
+            )
+        else:
+            reports.append(report_from_source(side, args))
+    return reports[0], reports[1]
+
+
 def run(args: argparse.Namespace) -> int:
-    baseline = report_from_source(args.baseline, args)
-    candidate = report_from_source(args.candidate, args)
+    from llmtrace.analysis.compare import compare
+
+    baseline, candidate = _reports(args)
     comparison = compare(baseline, candidate)
     if args.format == "json":
         from llmtrace.render.json import comparison_json

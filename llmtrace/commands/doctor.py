@@ -1,9 +1,12 @@
 """``llmtrace doctor``: is the tracing pipeline this app would use actually working?
 
-Checks, in order, and says in plain words what it found: the OTLP endpoint (from
-``--endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` variables) is reachable; it accepts an OTLP export
-of a test span; and, with ``--jaeger``, the test span arrives in Jaeger. Exit status 0 when
-every check passed, 1 otherwise.
+Checks, in order, and says in plain words what it found: the OTLP endpoint (from ``--otlp``
+or the ``OTEL_EXPORTER_OTLP_*`` variables) is reachable; it accepts an OTLP export of a test
+span; and, with ``--jaeger``, the test span arrives in Jaeger. Exit status 0 when every check
+passed, 1 otherwise.
+
+The OpenTelemetry SDK, protobuf, gRPC and httpx are imported by the checks that use them, so
+that building the ``llmtrace`` parser does not load them.
 """
 
 from __future__ import annotations
@@ -13,24 +16,24 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from llmtrace import semconv
+from llmtrace.commands.report import add_jaeger_argument
 from llmtrace.errors import CommandError, ConfigError
-from llmtrace.options import PROTOCOLS, settings
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+    from opentelemetry.sdk.trace import ReadableSpan
 
 HELP = "Check that spans can reach the OTLP endpoint (and Jaeger): prints what it found."
+EXAMPLES = (
+    "llmtrace doctor --jaeger http://localhost:16686",
+    "llmtrace doctor --otlp http://collector:4318 --protocol http/protobuf",
+)
 
 DOCTOR_SERVICE_NAME = "llmtrace-doctor"
 DEFAULT_PORTS = {"grpc": 4317, "http/protobuf": 4318}
@@ -39,21 +42,35 @@ EXPORT_TIMEOUT_SECONDS = 10.0
 JAEGER_ARRIVAL_SECONDS = 20.0
 
 
+def protocol_argument(text: str) -> str:
+    """``--protocol``: one of the OTLP protocols llmtrace exports with."""
+    # Imported here: llmtrace.options loads the file exporter, which loads the OpenTelemetry SDK.
+    from llmtrace.options import PROTOCOLS
+
+    if text not in PROTOCOLS:
+        raise argparse.ArgumentTypeError(
+            f"invalid protocol {text!r}: use one of {', '.join(PROTOCOLS)}"
+        )
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--endpoint",
+        "--otlp",
+        metavar="URL",
         help="OTLP endpoint to check (default: OTEL_EXPORTER_OTLP_ENDPOINT, "
         "else http://localhost:4317 for grpc, :4318 for http/protobuf)",
     )
+    # The older spelling of --otlp.
+    parser.add_argument("--endpoint", dest="otlp", help=argparse.SUPPRESS)
     parser.add_argument(
         "--protocol",
-        choices=PROTOCOLS,
+        type=protocol_argument,
+        metavar="{grpc,http/protobuf}",
         help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)",
     )
-    parser.add_argument(
-        "--jaeger",
-        metavar="URL",
-        help="Jaeger query URL (e.g. http://localhost:16686): also check the test span arrives",
+    add_jaeger_argument(
+        parser, "Jaeger query URL (e.g. http://localhost:16686): also check the test span arrives"
     )
 
 
@@ -94,6 +111,8 @@ class Findings:
 
 
 def resolve_target(endpoint: str | None, protocol: str | None) -> Target:
+    from llmtrace.options import PROTOCOLS, settings
+
     try:
         configured = settings()
     except ConfigError as exc:
@@ -104,7 +123,7 @@ def resolve_target(endpoint: str | None, protocol: str | None) -> Target:
             f"protocol {chosen_protocol!r} is not supported; accepted: {', '.join(PROTOCOLS)}"
         )
     if endpoint:
-        chosen, source = endpoint, "--endpoint"
+        chosen, source = endpoint, "--otlp"
     elif configured.endpoint:
         chosen, source = configured.endpoint, "OTEL_EXPORTER_OTLP_ENDPOINT"
     else:
@@ -142,7 +161,7 @@ def check_reachable(target: Target, findings: Findings) -> bool:
         findings.fail(
             f"Nothing answers at {target.host}:{target.port} ({reason.lower()}).",
             "Start the collector (`docker compose up -d` in the llmtrace repository, or the "
-            "native binaries, see README 'Run with Jaeger') or point --endpoint at yours.",
+            "native binaries, see README 'Run with Jaeger') or point --otlp at yours.",
         )
         return False
     findings.ok(f"{target.host}:{target.port} accepts connections.")
@@ -151,6 +170,13 @@ def check_reachable(target: Target, findings: Findings) -> bool:
 
 def make_test_span() -> ReadableSpan:
     """One finished span, made by a private provider so the app's tracing is left alone."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from llmtrace import semconv
+
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": DOCTOR_SERVICE_NAME}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -172,6 +198,11 @@ def _wrong_port_hint(target: Target) -> str | None:
 
 def export_over_http(target: Target, request: ExportTraceServiceRequest) -> str | None:
     """Returns None when the endpoint accepted the export, else what went wrong."""
+    import httpx
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
     try:
         response = httpx.post(
             target.traces_url,
@@ -225,6 +256,8 @@ def export_over_grpc(target: Target, request: ExportTraceServiceRequest) -> str 
 
 
 def check_accepts_otlp(target: Target, span: ReadableSpan, findings: Findings) -> bool:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
     request = encode_spans([span])
     export = export_over_grpc if target.protocol == "grpc" else export_over_http
     problem = export(target, request)
@@ -239,6 +272,8 @@ def check_accepts_otlp(target: Target, span: ReadableSpan, findings: Findings) -
 
 
 def check_jaeger(jaeger_url: str, trace_id: str, findings: Findings) -> None:
+    import httpx
+
     base = jaeger_url.rstrip("/")
     try:
         httpx.get(f"{base}/api/v3/services", timeout=CONNECT_TIMEOUT_SECONDS).raise_for_status()
@@ -270,7 +305,7 @@ def check_jaeger(jaeger_url: str, trace_id: str, findings: Findings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = resolve_target(args.endpoint, args.protocol)
+    target = resolve_target(args.otlp, args.protocol)
     findings = Findings()
     print(f"OTLP endpoint {target.endpoint} over {target.protocol} (from {target.source})")
     if check_reachable(target, findings):

@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llmtrace.analysis.report import Report, build_report, load_report_file
-from llmtrace.analysis.sources import is_jaeger_url, load_traces, parse_duration
 from llmtrace.errors import CommandError
 
+if TYPE_CHECKING:
+    from llmtrace.analysis.model import TraceSet
+    from llmtrace.analysis.report import Report
+
 HELP = "Break traces down by stage (P50/P90/P95/P99), name the bottleneck and advise."
-DEFAULT_SOURCE = ".llmtrace/"
+EXAMPLES = (
+    "llmtrace report",
+    "llmtrace report .llmtrace/traces.jsonl --lookback 2h --html report.html",
+    "llmtrace report --jaeger http://localhost:16686 --service support-bot --limit 500",
+)
 
 
 def default_source() -> str:
-    return os.environ.get("LLMTRACE_FILE_PATH") or DEFAULT_SOURCE
+    """The application's trace file: ``$LLMTRACE_FILE_PATH``, else ``.llmtrace/traces.jsonl``.
+
+    Never the whole ``.llmtrace/`` directory: the demo and other tools write their own files
+    there, and their traces must not mix into the application's report.
+    """
+    # Imported here: llmtrace.options loads the file exporter, which loads the OpenTelemetry SDK.
+    from llmtrace.options import default_trace_file
+
+    return default_trace_file()
 
 
 _DURATION_FORMS = "a number and a unit: 500ms, 30s, 15m, 2h, 1d, 1w"
@@ -29,10 +43,16 @@ _TIME_FORMS = (
 _AGO = re.compile(r"^(?P<duration>.*?)\s+ago\s*$", re.IGNORECASE)
 
 
+def _parse_duration(text: str) -> timedelta:
+    from llmtrace.analysis.sources import parse_duration
+
+    return parse_duration(text)
+
+
 def duration_argument(text: str) -> timedelta:
     """``--lookback``: a number and a unit (``ms``, ``s``, ``m``, ``h``, ``d``, ``w``)."""
     try:
-        return parse_duration(text)
+        return _parse_duration(text)
     except CommandError:
         raise argparse.ArgumentTypeError(
             f"invalid duration {text!r}: use {_DURATION_FORMS}"
@@ -49,8 +69,8 @@ def time_argument(text: str) -> datetime:
         if stripped.lower() == "now":
             return now
         if ago is not None:
-            return now - parse_duration(ago.group("duration"))
-        return now - parse_duration(stripped)
+            return now - _parse_duration(ago.group("duration"))
+        return now - _parse_duration(stripped)
     except CommandError:
         pass
     try:
@@ -69,6 +89,27 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"invalid number {text!r}: use a whole number above 0")
     return value
+
+
+def jaeger_url(text: str) -> str:
+    """``--jaeger``: the base URL of Jaeger's UI and query API."""
+    from llmtrace.analysis.sources import is_jaeger_url
+
+    if not is_jaeger_url(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid Jaeger URL {text!r}: use a URL like http://localhost:16686"
+        )
+    return text
+
+
+def add_jaeger_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--jaeger URL``, spelt the same by every command that reads or checks Jaeger."""
+    parser.add_argument("--jaeger", metavar="URL", type=jaeger_url, help=help)
+
+
+def add_html_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--html FILE``, spelt the same by every command that writes the HTML report."""
+    parser.add_argument("--html", type=Path, metavar="FILE", help=help)
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,25 +149,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "source",
         nargs="?",
-        help="trace file, directory of trace files, Jaeger URL (http://host:16686) or saved "
-        f"JSON report (default: $LLMTRACE_FILE_PATH or {DEFAULT_SOURCE})",
+        help="trace file, directory of trace files, Jaeger URL or saved JSON report "
+        "(default: the application's trace file, $LLMTRACE_FILE_PATH or .llmtrace/traces.jsonl)",
+    )
+    add_jaeger_argument(
+        parser, "read the traces from this Jaeger (http://localhost:16686) instead of a file"
     )
     parser.add_argument(
-        "--format", choices=("table", "json", "html"), default="table", help="output format"
+        "--format",
+        # "html" is the older spelling of --html FILE: still accepted, no longer listed.
+        choices=("table", "json", "html"),
+        metavar="{table,json}",
+        default="table",
+        help="output format (default table)",
     )
     parser.add_argument(
-        "--output", "-o", metavar="PATH", help="write to PATH (html default: report.html)"
+        "--output", "-o", metavar="PATH", help="write the table or JSON to PATH instead of stdout"
     )
+    add_html_argument(parser, "also write the report as one self-contained HTML page to FILE")
     add_source_arguments(parser)
 
 
-def report_from_source(source: str, args: argparse.Namespace) -> Report:
-    """Build a report from a trace source, or read a saved one."""
-    if not is_jaeger_url(source):
-        saved = load_report_file(Path(source)) if Path(source).is_file() else None
-        if saved is not None:
-            return saved
-    traceset = load_traces(
+def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
+    """Read a trace source with the command line's filters."""
+    from llmtrace.analysis.sources import load_traces
+
+    return load_traces(
         source,
         service=args.service,
         lookback=args.lookback,
@@ -135,7 +183,16 @@ def report_from_source(source: str, args: argparse.Namespace) -> Report:
         limit=args.limit,
         trace_id=args.trace_id,
     )
-    report = build_report(traceset, run=args.run)
+
+
+def report_from_traces(
+    traceset: TraceSet, source: str, args: argparse.Namespace, *, run: str | None = None
+) -> Report:
+    """The report of ``traceset`` (of one benchmark run when ``run`` or ``--run`` names one);
+    no complete trace is an error that says what was left out."""
+    from llmtrace.analysis.report import build_report
+
+    report = build_report(traceset, run=run or args.run)
     if report.traces == 0:
         detail = []
         if traceset.excluded_open:
@@ -145,9 +202,21 @@ def report_from_source(source: str, args: argparse.Namespace) -> Report:
         if traceset.warnings:
             detail.append(traceset.warnings[0])
         suffix = f" ({'; '.join(detail)})" if detail else ""
-        filters = " matching the filters" if _has_filters(args) else ""
+        filters = " matching the filters" if run or _has_filters(args) else ""
         raise CommandError(f"no complete traces{filters} in {source}{suffix}")
     return report
+
+
+def report_from_source(source: str, args: argparse.Namespace) -> Report:
+    """Build a report from a trace source, or read a saved one."""
+    from llmtrace.analysis.report import load_report_file
+    from llmtrace.analysis.sources import is_jaeger_url
+
+    if not is_jaeger_url(source):
+        saved = load_report_file(Path(source)) if Path(source).is_file() else None
+        if saved is not None:
+            return saved
+    return report_from_traces(traces_from_source(source, args), source, args)
 
 
 def _has_filters(args: argparse.Namespace) -> bool:
@@ -158,7 +227,9 @@ def _has_filters(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    source = args.source or default_source()
+    if args.source and args.jaeger:
+        raise CommandError("give either SOURCE or --jaeger URL, not both")
+    source = args.source or args.jaeger or default_source()
     report = report_from_source(source, args)
     for warning in report.warnings:
         print(f"llmtrace report: warning: {warning}", file=sys.stderr)
@@ -185,4 +256,8 @@ def run(args: argparse.Namespace) -> int:
                 print_report(report, Console(file=handle, width=100, no_color=True))
         else:
             print_report(report)
+    if args.html:
+        from llmtrace.render.html import write_html
+
+        print(f"wrote {write_html(report, args.html)}", file=sys.stderr)
     return 0

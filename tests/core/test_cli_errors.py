@@ -80,7 +80,7 @@ def test_unreachable_jaeger() -> None:
     [
         (["report", "http://"], "cannot reach Jaeger at"),
         (["report", "https://[::1"], "is not a valid Jaeger URL"),
-        (["doctor", "--endpoint", "http://[::1"], "is not a URL like http://localhost:4317"),
+        (["doctor", "--otlp", "http://[::1"], "is not a URL like http://localhost:4317"),
     ],
 )
 def test_a_url_that_is_not_a_url(arguments: list[str], expected: str) -> None:
