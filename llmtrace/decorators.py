@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar, cast, overload
 
@@ -429,36 +430,120 @@ def _check_stage(stage: str) -> str:
     return stage
 
 
-def _decorator_or_factory(
-    func: Decorated | None, make: Callable[[], SpanDecorator]
-) -> Decorated | SpanDecorator:
-    """``@dec`` and ``@dec(...)`` both work: with a function, wrap it; without, return the decorator."""
-    decorator = make()
-    if func is None:
-        return decorator
-    return decorator(func)
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of stage decorator: its stage, how its span is named, which options become which
+    attributes. ``@workflow``, ``@llm``, ... are the rows of a table of these."""
+
+    stage: str
+    default_name: str
+    # The option whose value completes the span name ("retrieval {data_source}"), if any.
+    named_by: str | None
+    # Option -> attribute; any other keyword is an attribute as given.
+    options: Mapping[str, str] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    kind: SpanKind = SpanKind.INTERNAL
+    is_llm: bool = False
+    returned_count: bool = False
+
+    def decorator(self, options: dict[str, Any], func: Any = None) -> SpanDecorator:
+        name = options.pop("name", None)
+        attributes = {self.options.get(key, key): value for key, value in options.items()}
+        if name is None:
+            if self.is_llm:
+                operation = options.get("operation", semconv.OP_CHAT)
+                model = options.get("model")
+                name = f"{operation} {model}" if model else operation
+            elif self.named_by is not None:
+                named = options.get(self.named_by)
+                if named is None and self.named_by == "name" and func is not None:
+                    named = getattr(func, "__name__", None) or getattr(
+                        getattr(func, "__func__", None), "__name__", None
+                    )
+                    attributes[semconv.GEN_AI_TOOL_NAME] = named
+                if named:
+                    name = f"{self.default_name} {named}"
+                elif self.named_by != "name":
+                    name = self.default_name  # "retrieval", "embeddings", "rerank"
+        elif self.named_by == "name":  # a tool named explicitly
+            attributes[semconv.GEN_AI_TOOL_NAME] = name
+            name = f"{self.default_name} {name}"
+        spec = _SpanSpec(
+            name,
+            {semconv.STAGE: self.stage, **self.fixed, **attributes},
+            kind=self.kind,
+            is_llm=self.is_llm,
+            returned_count=self.returned_count,
+        )
+        return SpanDecorator(spec, default_name=self.default_name)
+
+    def apply(self, func: Any, options: dict[str, Any]) -> Any:
+        """``@dec`` and ``@dec(...)`` both work: with a function, wrap it; without, return the
+        decorator."""
+        if func is None:
+            return self.decorator(options)
+        return self.decorator(options, func)(func)
+
+
+_WORKFLOW = _Kind("other", "workflow", None)
+_LLM = _Kind(
+    semconv.LLM_STAGE,
+    semconv.OP_CHAT,
+    None,
+    options={
+        "operation": semconv.GEN_AI_OPERATION_NAME,
+        "provider": semconv.GEN_AI_PROVIDER_NAME,
+        "model": semconv.GEN_AI_REQUEST_MODEL,
+    },
+    fixed={semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT},
+    kind=SpanKind.CLIENT,
+    is_llm=True,
+)
+_RETRIEVAL = _Kind(
+    "retrieval",
+    "retrieval",
+    "data_source",
+    options={
+        "data_source": semconv.GEN_AI_DATA_SOURCE_ID,
+        "top_k": semconv.GEN_AI_RETRIEVAL_TOP_K,
+    },
+    fixed={semconv.GEN_AI_OPERATION_NAME: semconv.OP_RETRIEVAL},
+    returned_count=True,
+)
+_EMBEDDING = _Kind(
+    "embedding",
+    "embeddings",
+    "model",
+    options={"model": semconv.GEN_AI_REQUEST_MODEL},
+    fixed={semconv.GEN_AI_OPERATION_NAME: semconv.OP_EMBEDDINGS},
+)
+_RERANK = _Kind(
+    "rerank",
+    "rerank",
+    "model",
+    options={"model": semconv.GEN_AI_REQUEST_MODEL, "top_n": semconv.RERANK_TOP_N},
+)
+_TOOL = _Kind(
+    "tool",
+    "execute_tool",
+    "name",
+    fixed={semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL},
+)
+
+
+# Each decorator: bare (``@llmtrace.tool``) gives the function its own type back; with options
+# (``@llmtrace.tool(name="search")``) gives a SpanDecorator. The keyword lists are the options.
 
 
 @overload
 def workflow(func: Decorated, /) -> Decorated: ...
 @overload
 def workflow(
-    func: None = None,
-    /,
-    *,
-    name: str | None = None,
-    **attributes: Any,
+    func: None = None, /, *, name: str | None = None, **attributes: Any
 ) -> SpanDecorator: ...
-def workflow(
-    func: Decorated | None = None, /, *, name: str | None = None, **attributes: Any
-) -> Decorated | SpanDecorator:
+def workflow(func: Any = None, /, **options: Any) -> Any:
     """The request or job as a whole: usually the root span of a trace (stage ``other``)."""
-    return _decorator_or_factory(
-        func,
-        lambda: SpanDecorator(
-            _SpanSpec(name, {semconv.STAGE: "other", **attributes}), default_name="workflow"
-        ),
-    )
+    return _WORKFLOW.apply(func, options)
 
 
 @overload
@@ -474,35 +559,9 @@ def llm(
     name: str | None = None,
     **attributes: Any,
 ) -> SpanDecorator: ...
-def llm(
-    func: Decorated | None = None,
-    /,
-    *,
-    model: str | None = None,
-    provider: str | None = None,
-    operation: str = semconv.OP_CHAT,
-    name: str | None = None,
-    **attributes: Any,
-) -> Decorated | SpanDecorator:
+def llm(func: Any = None, /, **options: Any) -> Any:
     """A model call: CLIENT span ``{operation} {model}``, split by the report at its first token."""
-    span_name = name or (f"{operation} {model}" if model else operation)
-    return _decorator_or_factory(
-        func,
-        lambda: SpanDecorator(
-            _SpanSpec(
-                span_name,
-                {
-                    semconv.STAGE: semconv.LLM_STAGE,
-                    semconv.GEN_AI_OPERATION_NAME: operation,
-                    semconv.GEN_AI_PROVIDER_NAME: provider,
-                    semconv.GEN_AI_REQUEST_MODEL: model,
-                    **attributes,
-                },
-                kind=SpanKind.CLIENT,
-                is_llm=True,
-            )
-        ),
-    )
+    return _LLM.apply(func, options)
 
 
 @overload
@@ -517,70 +576,20 @@ def retrieval(
     name: str | None = None,
     **attributes: Any,
 ) -> SpanDecorator: ...
-def retrieval(
-    func: Decorated | None = None,
-    /,
-    *,
-    data_source: str | None = None,
-    top_k: int | None = None,
-    name: str | None = None,
-    **attributes: Any,
-) -> Decorated | SpanDecorator:
+def retrieval(func: Any = None, /, **options: Any) -> Any:
     """A vector or keyword search. A returned sequence's length is recorded as the returned count."""
-    span_name = name or (f"retrieval {data_source}" if data_source else "retrieval")
-    return _decorator_or_factory(
-        func,
-        lambda: SpanDecorator(
-            _SpanSpec(
-                span_name,
-                {
-                    semconv.STAGE: "retrieval",
-                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_RETRIEVAL,
-                    semconv.GEN_AI_DATA_SOURCE_ID: data_source,
-                    semconv.GEN_AI_RETRIEVAL_TOP_K: top_k,
-                    **attributes,
-                },
-                returned_count=True,
-            )
-        ),
-    )
+    return _RETRIEVAL.apply(func, options)
 
 
 @overload
 def embedding(func: Decorated, /) -> Decorated: ...
 @overload
 def embedding(
-    func: None = None,
-    /,
-    *,
-    model: str | None = None,
-    name: str | None = None,
-    **attributes: Any,
+    func: None = None, /, *, model: str | None = None, name: str | None = None, **attributes: Any
 ) -> SpanDecorator: ...
-def embedding(
-    func: Decorated | None = None,
-    /,
-    *,
-    model: str | None = None,
-    name: str | None = None,
-    **attributes: Any,
-) -> Decorated | SpanDecorator:
+def embedding(func: Any = None, /, **options: Any) -> Any:
     """Computing embeddings: span ``embeddings {model}``."""
-    span_name = name or (f"embeddings {model}" if model else "embeddings")
-    return _decorator_or_factory(
-        func,
-        lambda: SpanDecorator(
-            _SpanSpec(
-                span_name,
-                {
-                    semconv.STAGE: "embedding",
-                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_EMBEDDINGS,
-                    semconv.GEN_AI_REQUEST_MODEL: model,
-                    **attributes,
-                },
-            )
-        ),
-    )
+    return _EMBEDDING.apply(func, options)
 
 
 @overload
@@ -595,69 +604,18 @@ def rerank(
     name: str | None = None,
     **attributes: Any,
 ) -> SpanDecorator: ...
-def rerank(
-    func: Decorated | None = None,
-    /,
-    *,
-    model: str | None = None,
-    top_n: int | None = None,
-    name: str | None = None,
-    **attributes: Any,
-) -> Decorated | SpanDecorator:
+def rerank(func: Any = None, /, **options: Any) -> Any:
     """Reranking retrieved candidates."""
-    span_name = name or (f"rerank {model}" if model else "rerank")
-    return _decorator_or_factory(
-        func,
-        lambda: SpanDecorator(
-            _SpanSpec(
-                span_name,
-                {
-                    semconv.STAGE: "rerank",
-                    semconv.GEN_AI_REQUEST_MODEL: model,
-                    semconv.RERANK_TOP_N: top_n,
-                    **attributes,
-                },
-            )
-        ),
-    )
+    return _RERANK.apply(func, options)
 
 
 @overload
 def tool(func: Decorated, /) -> Decorated: ...
 @overload
-def tool(
-    func: None = None,
-    /,
-    *,
-    name: str | None = None,
-    **attributes: Any,
-) -> SpanDecorator: ...
-def tool(
-    func: Decorated | None = None, /, *, name: str | None = None, **attributes: Any
-) -> Decorated | SpanDecorator:
-    """A tool or function execution: span ``execute_tool {name}``."""
-
-    def make(tool_name: str | None) -> SpanDecorator:
-        return SpanDecorator(
-            _SpanSpec(
-                f"execute_tool {tool_name}" if tool_name else None,
-                {
-                    semconv.STAGE: "tool",
-                    semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
-                    semconv.GEN_AI_TOOL_NAME: tool_name,
-                    **attributes,
-                },
-            ),
-            default_name="execute_tool",
-        )
-
-    if func is None:
-        return make(name)
-    return make(
-        name
-        or getattr(func, "__name__", None)
-        or getattr(getattr(func, "__func__", None), "__name__", None)
-    )(func)
+def tool(func: None = None, /, *, name: str | None = None, **attributes: Any) -> SpanDecorator: ...
+def tool(func: Any = None, /, **options: Any) -> Any:
+    """A tool or function execution: span ``execute_tool {name}`` (default: the function's name)."""
+    return _TOOL.apply(func, options)
 
 
 def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> SpanDecorator:

@@ -23,6 +23,7 @@ Headers are never recorded; ``url.full`` has credentials and secret-looking quer
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import time
@@ -414,3 +415,10 @@ def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
         log_once(logger, "HTTP span end failed")
         end()
     return response
+
+
+def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
+    """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``."""
+    library = importlib.import_module(module_name)
+    send, async_send = make_send_wrappers(library, module_name)
+    return [(module_name, "Client.send", send), (module_name, "AsyncClient.send", async_send)]

@@ -18,6 +18,7 @@ What comes back decides when the span ends:
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 import time
@@ -301,6 +302,19 @@ def _end_once(span: Span, done: list[bool]) -> None:
         done[0] = True
         span.set_attribute(semconv.STREAM_END, "abandoned")
         span.end()
+
+
+def request_patches(module_name: str, planner: Planner) -> list[tuple[str, str, Any]]:
+    """The patch rows of an SDK whose clients send through ``SyncAPIClient.request`` and
+    ``AsyncAPIClient.request`` in ``{module_name}._base_client`` (OpenAI's and Anthropic's)."""
+    sdk = importlib.import_module(module_name)
+    types = SDKTypes(streams=(sdk.Stream,), async_streams=(sdk.AsyncStream,))
+    request, async_request = make_request_wrappers(planner, types)
+    base_client = f"{module_name}._base_client"
+    return [
+        (base_client, "SyncAPIClient.request", request),
+        (base_client, "AsyncAPIClient.request", async_request),
+    ]
 
 
 def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:

@@ -32,10 +32,9 @@ from llmtrace.instrumentation._base import (
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
-    SDKTypes,
     base_url_of,
     field_of,
-    make_request_wrappers,
+    request_patches,
 )
 from llmtrace.instrumentation.provider import provider_name
 
@@ -229,10 +228,6 @@ class AnthropicInstrumentor(LibraryInstrumentor):
     supported = ">= 0.30, < 3"
 
     def patches(self) -> Iterable[PatchRow]:
-        import anthropic
-
-        types = SDKTypes(streams=(anthropic.Stream,), async_streams=(anthropic.AsyncStream,))
-        request, async_request = make_request_wrappers(plan_request, types)
-        yield "anthropic._base_client", "SyncAPIClient.request", request
-        yield "anthropic._base_client", "AsyncAPIClient.request", async_request
+        yield from request_patches("anthropic", plan_request)
+        # The SDK's own span for a call llmtrace traces is suppressed (one span per call).
         yield "anthropic._base_client", "start_api_call_span", _quiet_sdk_span

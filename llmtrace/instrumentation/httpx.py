@@ -17,10 +17,6 @@ class HTTPXInstrumentor(LibraryInstrumentor):
     supported = ">= 0.27, < 1"
 
     def patches(self) -> Iterable[PatchRow]:
-        import httpx
+        from llmtrace.instrumentation._http import client_patches
 
-        from llmtrace.instrumentation._http import make_send_wrappers
-
-        send, async_send = make_send_wrappers(httpx, "httpx")
-        yield "httpx", "Client.send", send
-        yield "httpx", "AsyncClient.send", async_send
+        return client_patches("httpx")

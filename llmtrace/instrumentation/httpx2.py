@@ -17,10 +17,6 @@ class HTTPX2Instrumentor(LibraryInstrumentor):
     supported = ">= 2, < 3"
 
     def patches(self) -> Iterable[PatchRow]:
-        import httpx2
+        from llmtrace.instrumentation._http import client_patches
 
-        from llmtrace.instrumentation._http import make_send_wrappers
-
-        send, async_send = make_send_wrappers(httpx2, "httpx2")
-        yield "httpx2", "Client.send", send
-        yield "httpx2", "AsyncClient.send", async_send
+        return client_patches("httpx2")

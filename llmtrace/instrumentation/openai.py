@@ -27,11 +27,10 @@ from llmtrace.instrumentation._base import bounded_content, capture_settings
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
-    SDKTypes,
     base_url_of,
     field_of,
     fields_of,
-    make_request_wrappers,
+    request_patches,
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 
@@ -482,9 +481,4 @@ class OpenAIInstrumentor(LibraryInstrumentor):
     supported = ">= 1.0, < 4"
 
     def patches(self) -> Iterable[PatchRow]:
-        import openai
-
-        types = SDKTypes(streams=(openai.Stream,), async_streams=(openai.AsyncStream,))
-        request, async_request = make_request_wrappers(plan_request, types)
-        yield "openai._base_client", "SyncAPIClient.request", request
-        yield "openai._base_client", "AsyncAPIClient.request", async_request
+        yield from request_patches("openai", plan_request)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,12 @@ from opentelemetry.util.types import AttributeValue
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import bounded_content, capture_settings, should_trace
+from llmtrace.instrumentation._base import (
+    bounded_content,
+    capture_settings,
+    get_tracer,
+    should_trace,
+)
 from llmtrace.span_errors import record_error
 
 logger = logging.getLogger(__name__)
@@ -270,3 +275,17 @@ def async_wrapper(tracer: Tracer, describe: Describe, read_result: ReadResult) -
         return result
 
     return wrapper
+
+
+Wrap = Callable[[Tracer, Describe, ReadResult], Any]
+
+
+def method_patches(
+    classes: Sequence[tuple[str, str, Wrap]], methods: Sequence[tuple[str, Describe, ReadResult]]
+) -> Iterator[tuple[str, str, Any]]:
+    """Patch rows for every ``method`` of every class: ``(module, class, sync or async wrapper)``
+    times ``(method, describe, read_result)``, as the store clients' instrumentors list them."""
+    tracer = get_tracer()
+    for module_name, class_name, wrap in classes:
+        for method, describe, read in methods:
+            yield module_name, f"{class_name}.{method}", wrap(tracer, describe, read)

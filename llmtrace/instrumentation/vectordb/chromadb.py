@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from llmtrace.instrumentation._base import get_tracer
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
@@ -22,6 +21,7 @@ from llmtrace.instrumentation.vectordb._spans import (
     Outcome,
     argument,
     async_wrapper,
+    method_patches,
     retrieval_operation,
     returned,
     sync_wrapper,
@@ -146,7 +146,4 @@ class ChromaInstrumentor(LibraryInstrumentor):
     supported = ">= 0.5, < 2"
 
     def patches(self) -> Iterable[PatchRow]:
-        tracer = get_tracer()
-        for module_name, class_name, make in _COLLECTION_CLASSES:
-            for method, describe, read in _METHODS:
-                yield module_name, f"{class_name}.{method}", make(tracer, describe, read)
+        return method_patches(_COLLECTION_CLASSES, _METHODS)
