@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -36,6 +36,8 @@ from llmtrace.streaming import NullParser, StreamRecorder
 
 logger = logging.getLogger(__name__)
 _tracer = trace.get_tracer(semconv.SCOPE_NAME)
+
+OptionsP = ParamSpec("OptionsP")
 
 # What a decorator takes and gives back: the wrapper has the decorated function's parameters and
 # return type, and a staticmethod or classmethod stays one, so the exact type is kept (as
@@ -531,91 +533,89 @@ _TOOL = _Kind(
 )
 
 
-# Each decorator: bare (``@llmtrace.tool``) gives the function its own type back; with options
-# (``@llmtrace.tool(name="search")``) gives a SpanDecorator. The keyword lists are the options.
+class StageDecorator(Generic[OptionsP]):
+    """``@llmtrace.workflow``, ``llm``, ``retrieval``, ``embedding``, ``rerank``, ``tool``.
+
+    Bare (``@llmtrace.tool``) the decorated function keeps its own type, for the user's type
+    checker too; with options (``@llmtrace.tool(name="search")``) it gives a
+    :class:`SpanDecorator`, also usable as ``with``. The options each one takes are the keyword
+    parameters of its ``options`` signature.
+    """
+
+    def __init__(self, kind: _Kind, options: Callable[OptionsP, None]) -> None:
+        self._kind = kind
+        self.__doc__ = options.__doc__
+        self.__name__ = self.__qualname__ = options.__name__.strip("_").removesuffix("_options")
+
+    def __repr__(self) -> str:
+        return f"<llmtrace.{self.__name__} decorator>"
+
+    @overload
+    def __call__(self, func: Decorated, /) -> Decorated: ...
+    @overload
+    def __call__(
+        self, func: None = None, /, *args: OptionsP.args, **kwargs: OptionsP.kwargs
+    ) -> SpanDecorator: ...
+    def __call__(self, func: Any = None, /, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            raise TypeError(f"llmtrace.{self.__name__}() takes options by keyword only")
+        return self._kind.apply(func, kwargs)
 
 
-@overload
-def workflow(func: Decorated, /) -> Decorated: ...
-@overload
-def workflow(
-    func: None = None, /, *, name: str | None = None, **attributes: Any
-) -> SpanDecorator: ...
-def workflow(func: Any = None, /, **options: Any) -> Any:
+# The options of each decorator, as typed signatures (never called).
+
+
+def _workflow_options(*, name: str | None = None, **attributes: Any) -> None:
     """The request or job as a whole: usually the root span of a trace (stage ``other``)."""
-    return _WORKFLOW.apply(func, options)
 
 
-@overload
-def llm(func: Decorated, /) -> Decorated: ...
-@overload
-def llm(
-    func: None = None,
-    /,
+def _llm_options(
     *,
     model: str | None = None,
     provider: str | None = None,
-    operation: str = ...,
+    operation: str = semconv.OP_CHAT,
     name: str | None = None,
     **attributes: Any,
-) -> SpanDecorator: ...
-def llm(func: Any = None, /, **options: Any) -> Any:
+) -> None:
     """A model call: CLIENT span ``{operation} {model}``, split by the report at its first token."""
-    return _LLM.apply(func, options)
 
 
-@overload
-def retrieval(func: Decorated, /) -> Decorated: ...
-@overload
-def retrieval(
-    func: None = None,
-    /,
+def _retrieval_options(
     *,
     data_source: str | None = None,
     top_k: int | None = None,
     name: str | None = None,
     **attributes: Any,
-) -> SpanDecorator: ...
-def retrieval(func: Any = None, /, **options: Any) -> Any:
+) -> None:
     """A vector or keyword search. A returned sequence's length is recorded as the returned count."""
-    return _RETRIEVAL.apply(func, options)
 
 
-@overload
-def embedding(func: Decorated, /) -> Decorated: ...
-@overload
-def embedding(
-    func: None = None, /, *, model: str | None = None, name: str | None = None, **attributes: Any
-) -> SpanDecorator: ...
-def embedding(func: Any = None, /, **options: Any) -> Any:
+def _embedding_options(
+    *, model: str | None = None, name: str | None = None, **attributes: Any
+) -> None:
     """Computing embeddings: span ``embeddings {model}``."""
-    return _EMBEDDING.apply(func, options)
 
 
-@overload
-def rerank(func: Decorated, /) -> Decorated: ...
-@overload
-def rerank(
-    func: None = None,
-    /,
+def _rerank_options(
     *,
     model: str | None = None,
     top_n: int | None = None,
     name: str | None = None,
     **attributes: Any,
-) -> SpanDecorator: ...
-def rerank(func: Any = None, /, **options: Any) -> Any:
-    """Reranking retrieved candidates."""
-    return _RERANK.apply(func, options)
+) -> None:
+    """Reranking retrieved candidates: span ``rerank {model}``."""
 
 
-@overload
-def tool(func: Decorated, /) -> Decorated: ...
-@overload
-def tool(func: None = None, /, *, name: str | None = None, **attributes: Any) -> SpanDecorator: ...
-def tool(func: Any = None, /, **options: Any) -> Any:
+def _tool_options(*, name: str | None = None, **attributes: Any) -> None:
     """A tool or function execution: span ``execute_tool {name}`` (default: the function's name)."""
-    return _TOOL.apply(func, options)
+
+
+workflow = StageDecorator(_WORKFLOW, _workflow_options)
+llm = StageDecorator(_LLM, _llm_options)
+retrieval = StageDecorator(_RETRIEVAL, _retrieval_options)
+embedding = StageDecorator(_EMBEDDING, _embedding_options)
+rerank = StageDecorator(_RERANK, _rerank_options)
+tool = StageDecorator(_TOOL, _tool_options)
 
 
 def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> SpanDecorator:
