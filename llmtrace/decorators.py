@@ -28,6 +28,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
+from llmtrace._async_with import AsyncWithToo
 from llmtrace._safety import log_once
 from llmtrace.errors import ConfigError
 from llmtrace.instrumentation._base import should_trace
@@ -382,7 +383,7 @@ _open_scopes: ContextVar[tuple[tuple[SpanDecorator, _Scope], ...]] = ContextVar(
 )
 
 
-class SpanDecorator:
+class SpanDecorator(AsyncWithToo[Span]):
     """A span to create around a function (decorator) or a block (``with`` / ``async with``)."""
 
     def __init__(self, spec: _SpanSpec, default_name: str | None = None) -> None:
@@ -411,17 +412,6 @@ class SpanDecorator:
                 _open_scopes.set(scopes[:index] + scopes[index + 1 :])
                 scopes[index][1].close(exc)
                 return
-
-    async def __aenter__(self) -> Span:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
 
 
 def _check_stage(stage: str) -> str:

@@ -33,6 +33,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
 from llmtrace import semconv
+from llmtrace._async_with import AsyncWithToo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,7 +86,7 @@ def install(provider: object | None = None) -> None:
     provider.add_span_processor(RequestContextProcessor())
 
 
-class RequestContext:
+class RequestContext(AsyncWithToo["RequestContext"]):
     """The attributes of one request: a context manager (sync and async) and a decorator."""
 
     def __init__(self, attributes: Mapping[str, Any]) -> None:
@@ -105,17 +106,6 @@ class RequestContext:
     ) -> None:
         if self._tokens:
             _attributes.reset(self._tokens.pop())
-
-    async def __aenter__(self) -> RequestContext:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
 
     def __call__(self, func: F) -> F:
         """As a decorator: every call runs inside the context (a fresh entry per call)."""
