@@ -6,7 +6,6 @@ runs the synchronous one; context variables are per task, so this is right insid
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Generic, TypeVar
 
 Entered = TypeVar("Entered")
@@ -16,21 +15,11 @@ class AsyncWithToo(Generic[Entered]):
     def __enter__(self) -> Entered:
         raise NotImplementedError
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         raise NotImplementedError
 
     async def __aenter__(self) -> Entered:
         return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.__exit__(exc_type, exc, tb)

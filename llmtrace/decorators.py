@@ -20,7 +20,6 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
@@ -399,12 +398,7 @@ class SpanDecorator(AsyncWithToo[Span]):
         _open_scopes.set((*_open_scopes.get(), (self, scope)))
         return scope._span
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         scopes = _open_scopes.get()
         # The innermost block this decorator entered (blocks of one decorator may nest).
         for index in range(len(scopes) - 1, -1, -1):

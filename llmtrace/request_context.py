@@ -25,7 +25,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 from opentelemetry import trace
@@ -98,12 +98,7 @@ class RequestContext(AsyncWithToo["RequestContext"]):
         self._tokens.append(_attributes.set({**_attributes.get(), **self.attributes}))
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self._tokens:
             _attributes.reset(self._tokens.pop())
 

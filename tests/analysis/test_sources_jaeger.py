@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,6 +16,7 @@ import pytest
 from llmtrace.analysis.sources import load_traces
 from llmtrace.errors import SourceError
 from tests.analysis.otlp_lines import attribute, otlp_span
+from tests.http_server import serving
 
 
 class _NotJaeger(BaseHTTPRequestHandler):
@@ -34,15 +34,8 @@ class _NotJaeger(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def web_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotJaeger)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(_NotJaeger) as url:
+        yield url
 
 
 def _closed_port() -> int:
@@ -138,16 +131,9 @@ def _one_span_trace(service: str, index: int, moment: datetime) -> dict[str, Any
 @pytest.fixture
 def fake_jaeger() -> Iterator[type[_FakeJaeger]]:
     handler = type("FakeJaeger", (_FakeJaeger,), {"traces": {}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(handler) as url:
+        handler.url = url  # type: ignore[attr-defined]
         yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def _traces_per_service(

@@ -12,12 +12,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from llmtrace.commands.report import duration_argument, time_argument
+from tests.http_server import serving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,18 +185,12 @@ def silent_server() -> Iterator[type[_Silent]]:
     handler = type(
         "Silent", (_Silent,), {"arrived": threading.Event(), "release": threading.Event()}
     )
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield handler
-    finally:
-        handler.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(handler) as url:
+        handler.url = url  # type: ignore[attr-defined]
+        try:
+            yield handler
+        finally:
+            handler.release.set()
 
 
 def test_ctrl_c_exits_130_quietly(silent_server: type[_Silent]) -> None:

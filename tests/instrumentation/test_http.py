@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import gc
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -19,6 +18,7 @@ from opentelemetry.trace import SpanKind
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
 from llmtrace.instrumentation._http import redact_url
+from tests.http_server import serving
 from tests.instrumentation.conftest import model_spans
 
 pytestmark = pytest.mark.usefixtures("instrumented")
@@ -105,12 +105,8 @@ class _Downstream(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def downstream() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Downstream)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Downstream) as url:
+        yield url
 
 
 def test_gateway_and_downstream_share_one_trace(downstream, spans):
