@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmtrace.errors import ConfigError
-from llmtrace.exporters.file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 
 EXPORTERS = ("auto", "otlp", "file", "console", "none")
 PROTOCOLS = ("grpc", "http/protobuf")
@@ -35,6 +34,9 @@ SAMPLERS = (
 DEFAULT_FILE_PATH = ".llmtrace/traces.jsonl"
 DEFAULT_CONTENT_MAX_BYTES = 16 * 1024
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+# The embedded file rotates past this size and keeps this many rotated files.
+DEFAULT_FILE_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_FILE_BACKUPS = 5
 _TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event", "event_only")
 _FALSE = ("0", "false", "no", "off", "no_content", "")
 
@@ -58,8 +60,8 @@ class Settings:
     metrics_protocol: str = "grpc"
     headers: Mapping[str, str] = field(default_factory=dict)
     file_path: str = DEFAULT_FILE_PATH
-    file_max_bytes: int = DEFAULT_MAX_BYTES
-    file_backups: int = DEFAULT_BACKUPS
+    file_max_bytes: int = DEFAULT_FILE_MAX_BYTES
+    file_backups: int = DEFAULT_FILE_BACKUPS
     sampler: str = "parentbased_always_on"
     sample_ratio: float = 1.0
     capture_content: bool = False

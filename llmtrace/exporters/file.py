@@ -25,8 +25,6 @@ from llmtrace.exporters.otlp_json import encode_request
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-DEFAULT_BACKUPS = 5
 
 
 class OTLPJsonFileExporter(SpanExporter):
