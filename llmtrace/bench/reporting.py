@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from llmtrace.analysis.compare import Comparison, compare
-from llmtrace.analysis.model import TraceSet
 from llmtrace.analysis.report import Report, build_report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.bench.runner import BenchResult
@@ -19,10 +18,10 @@ _CLOCK_MARGIN = timedelta(seconds=1)
 
 def build_run_report(
     source: str | Path, result: BenchResult, *, service: str | None = None
-) -> tuple[Report, TraceSet]:
-    """The report of ``result``'s run (warmups excluded) and the trace set it was built from."""
+) -> Report:
+    """The report of ``result``'s run (warmups excluded)."""
     traceset = load_traces(str(source), service=service, since=result.started_at - _CLOCK_MARGIN)
-    return build_report(traceset, run=result.plan.name), traceset
+    return build_report(traceset, run=result.plan.name)
 
 
 def report_document(

@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.settle > 0:
         time.sleep(args.settle)
-    report, traceset = reporting.build_run_report(source, result, service=args.service)
+    report = reporting.build_run_report(source, result, service=args.service)
     document = reporting.report_document(report, result, model=args.model)
     print_report(report, console=console)
     saved = save_run(document, run_path(plan.name, args.runs_dir))
@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from llmtrace.render.html import write_html
 
-        write_html(report, args.html, traceset=traceset)
+        write_html(report, args.html)
         console.print(f"HTML report: {args.html}")
     if baseline is not None:
         print_comparison(reporting.compare_with_baseline(baseline, document), console=console)

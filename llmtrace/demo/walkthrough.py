@@ -10,7 +10,6 @@ from pathlib import Path
 from rich.console import Console
 
 from llmtrace.analysis.compare import compare
-from llmtrace.analysis.model import TraceSet
 from llmtrace.analysis.report import Report
 from llmtrace.bench.execute import run_bench
 from llmtrace.bench.questions import QuestionSet
@@ -124,10 +123,10 @@ async def _measure_change_measure(
             f"2. baseline: {len(questions)} questions, concurrency {options.concurrency}, "
             f"top_k={settings.top_k}, max_tokens={settings.max_tokens}"
         )
-        baseline, baseline_result, traceset = await _bench(
+        baseline, baseline_result = await _bench(
             service, server, questions, BASELINE_RUN, options, console
         )
-        html_path = await asyncio.to_thread(write_html, baseline, options.html_path, traceset)
+        html_path = await asyncio.to_thread(write_html, baseline, options.html_path)
         console.print(f"HTML report: [bold]{Path(html_path).resolve()}[/]")
 
         change = choose_optimisation(baseline, settings)
@@ -135,7 +134,7 @@ async def _measure_change_measure(
             f"3. the report says {change.stage} ({change.share:.0%} of the time): {change.description}"
         )
         service.settings = change.settings
-        optimised, _, _ = await _bench(service, server, questions, OPTIMISED_RUN, options, console)
+        optimised, _ = await _bench(service, server, questions, OPTIMISED_RUN, options, console)
 
         console.rule("4. before / after (same questions, same concurrency)")
         print_comparison(compare(baseline, optimised), console=console)
@@ -161,7 +160,7 @@ async def _bench(
     name: str,
     options: DemoOptions,
     console: Console,
-) -> tuple[Report, BenchResult, TraceSet]:
+) -> tuple[Report, BenchResult]:
     plan = BenchPlan(name=name, concurrency=options.concurrency, warmup=options.warmup)
     target = CallableTarget(service.answer, "the Lumora RAG service")
     result = await run_bench(
@@ -175,12 +174,12 @@ async def _bench(
             server.crash_hint()
             or f"every request of {name} failed ({last_error}): see {options.server_log}"
         )
-    report, traceset = await asyncio.to_thread(build_run_report, options.traces_file, result)
+    report = await asyncio.to_thread(build_run_report, options.traces_file, result)
     document = report_document(report, result, model=MODEL_NAME)
     save_run(document, run_path(name, options.runs_dir))
     report = Report.from_json(document)
     print_report(report, console=console)
-    return report, result, traceset
+    return report, result
 
 
 def slowest_trace_url(result: BenchResult, jaeger_url: str) -> str | None:

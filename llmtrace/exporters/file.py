@@ -26,7 +26,6 @@ from llmtrace.exporters.otlp_json import encode_request
 logger = logging.getLogger(__name__)
 
 
-
 class OTLPJsonFileExporter(SpanExporter):
     """Appends one ``ExportTraceServiceRequest`` JSON object per line to ``path``."""
 

@@ -10,7 +10,6 @@ import html
 from pathlib import Path
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.model import TraceSet
 from llmtrace.analysis.report import Report
 from llmtrace.analysis.units import format_count, format_seconds, format_share
 
@@ -310,13 +309,9 @@ def render_html(report: Report) -> str:
     )
 
 
-def write_html(report: Report, path: str | Path, traceset: TraceSet | None = None) -> Path:
-    """Write the report to ``path`` as one HTML file that needs no network to view.
-
-    ``traceset`` is accepted for callers that hold the traces; the report already carries the
-    slowest trace's waterfall, so a saved JSON report renders the same page.
-    """
-    del traceset
+def write_html(report: Report, path: str | Path) -> Path:
+    """Write the report to ``path`` as one HTML file that needs no network to view (the report
+    carries the slowest trace's waterfall, so a saved JSON report renders the same page)."""
     target = Path(path)
     target.write_text(render_html(report), encoding="utf-8")
     return target
