@@ -180,8 +180,10 @@ class ModelServer:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
+            # A deep accept queue: the load test opens 1,000 connections at once, and asyncio's
+            # default backlog (100) lets a burst of connects fail on a busy machine.
             self._server = loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", 0)
+                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=2048)
             )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
