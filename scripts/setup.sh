@@ -74,9 +74,9 @@ else
   log "llama-cpp-python $LLAMA_CPP_VERSION: using cached wheel"
 fi
 
-log "installing llmtrace and its integrations, demo and development dependencies"
+log "installing llmtrace and its integrations, frameworks, demo and development dependencies"
 "${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
-  -e ".[integrations,demo,dev]"
+  -e ".[integrations,langchain,litellm,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
 llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
