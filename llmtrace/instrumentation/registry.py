@@ -34,7 +34,13 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     "chromadb": ("llmtrace.instrumentation.vectordb.chromadb", "ChromaInstrumentor", "chromadb"),
     "qdrant": ("llmtrace.instrumentation.vectordb.qdrant", "QdrantInstrumentor", "qdrant_client"),
     "faiss": ("llmtrace.instrumentation.vectordb.faiss", "FaissInstrumentor", "faiss"),
+    "langchain": (
+        "llmtrace.instrumentation.langchain",
+        "LangChainInstrumentor",
+        "langchain_core",
+    ),
     "threading": ("llmtrace.instrumentation.threads", "ThreadingInstrumentor", "threading"),
+    "litellm": ("llmtrace.instrumentation.litellm", "LiteLLMInstrumentor", "litellm"),
     "sentence_transformers": (
         "llmtrace.instrumentation.sentence_transformers",
         "SentenceTransformersInstrumentor",

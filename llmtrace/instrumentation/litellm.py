@@ -1,0 +1,418 @@
+"""``litellm``: one model span per ``completion`` / ``acompletion`` / ``embedding`` / ``aembedding``.
+
+LiteLLM is a framework over many providers; for some (OpenAI, Azure, OpenAI-compatible servers)
+it calls the ``openai`` SDK, for others (Anthropic, Gemini, Bedrock, ...) it speaks HTTP itself.
+Either way the LiteLLM call is the one model call (rule 4 and 8 of DESIGN.md): its span is
+published as the model call in flight while LiteLLM sends the request, so the ``openai``
+instrumentation underneath makes no second span and the HTTP layer puts its transport phases on
+this span instead of adding its own (and injects this span's ``traceparent``).
+
+Streams come back as LiteLLM's ``CustomStreamWrapper`` (iterable sync and async); they are handed
+to the shared :class:`~llmtrace.streaming.StreamRecorder` with :class:`StreamChunkParser`, which
+knows LiteLLM's ``ModelResponseStream`` chunks. A provider LiteLLM calls lazily, on the first
+chunk (Vertex AI, Gemini, ...), sends its request inside the model call too.
+
+The span's clock starts when LiteLLM is called, so its TTFT includes LiteLLM's own preparation
+before the request leaves (routing, parameter mapping, client set-up: a few milliseconds), which
+the caller waits for too.
+
+``gen_ai.provider.name`` is LiteLLM's resolved provider (``litellm.get_llm_provider``) in the
+GenAI conventions' vocabulary (:func:`provider_of`). LiteLLM's own callbacks and OpenTelemetry
+integration are left alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.trace import Span, SpanKind
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+from llmtrace.instrumentation._base import (
+    ModelCall,
+    current_model_call,
+    enter_model_call,
+    get_tracer,
+    leave_model_call,
+    should_trace,
+)
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation._sdk import field_of, fields_of
+from llmtrace.instrumentation.openai import usage_attributes
+from llmtrace.instrumentation.provider import provider_name
+from llmtrace.span_errors import record_error
+from llmtrace.streaming import (
+    STATUS_OK,
+    StreamRecorder,
+    TracedAsyncStream,
+    TracedStream,
+    end_model_span,
+)
+
+logger = logging.getLogger(__name__)
+
+# LiteLLM's provider names that the GenAI conventions spell differently; any other name is kept.
+_PROVIDER_NAMES: dict[str, str] = {
+    "azure": "azure.ai.openai",
+    "azure_text": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "bedrock": "aws.bedrock",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "codestral": "mistral_ai",
+    "text-completion-codestral": "mistral_ai",
+    "cohere_chat": "cohere",
+    "ollama_chat": "ollama",
+    "xai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "watsonx_text": "ibm.watsonx.ai",
+    "hosted_vllm": "vllm",
+    "text-completion-openai": "openai",
+}
+
+# Providers that mean "the OpenAI API": with an api_base of their own, the server is named from
+# its URL, exactly as the openai instrumentation names it (LLMTRACE_PROVIDER_NAME, port guesses).
+_OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "custom_openai", "openai_like"})
+
+_REQUEST_PARAMETERS: dict[str, str] = {
+    "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
+    "top_p": semconv.GEN_AI_REQUEST_TOP_P,
+    "seed": semconv.GEN_AI_REQUEST_SEED,
+    "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
+}
+
+
+def provider_of(litellm_provider: str, api_base: str | None) -> str:
+    """``gen_ai.provider.name`` for a call LiteLLM routes to ``litellm_provider``."""
+    if litellm_provider in _OPENAI_COMPATIBLE and api_base:
+        parts = urlsplit(api_base)
+        if parts.hostname:
+            return provider_name(parts.hostname, parts.port, parts.path)
+    return _PROVIDER_NAMES.get(litellm_provider, litellm_provider)
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint(
+    model: str, custom_provider: str | None, api_base: str | None
+) -> tuple[str, dict[str, Any]]:
+    """(model as sent, provider and server attributes) of one model route; cached, since every
+    call of an application usually takes one of a few routes. Never raises: a route LiteLLM
+    cannot resolve fails in LiteLLM itself, with its own error."""
+    import litellm
+
+    try:
+        sent_model, provider, _key, resolved_base = litellm.get_llm_provider(
+            model=model, custom_llm_provider=custom_provider, api_base=api_base
+        )
+    except Exception:
+        return model, {}
+    base = api_base or resolved_base
+    attributes: dict[str, Any] = {semconv.GEN_AI_PROVIDER_NAME: provider_of(provider, base)}
+    if base:
+        parts = urlsplit(base)
+        if parts.hostname:
+            attributes[semconv.SERVER_ADDRESS] = parts.hostname
+            attributes[semconv.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
+    return sent_model or model, attributes
+
+
+def _request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
+    for name, attribute in _REQUEST_PARAMETERS.items():
+        value = kwargs.get(name)
+        if value is not None and value.__class__ in (int, float):
+            attributes[attribute] = value
+    stop = kwargs.get("stop")
+    if isinstance(stop, str):
+        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+    elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
+        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+    choices = kwargs.get("n")
+    if isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
+        attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
+    return attributes
+
+
+def _start(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall | None:
+    """The model call's span, or None when this call is not traced (the gate, or a model call
+    already in flight: LiteLLM inside another framework's model call adds nothing)."""
+    if current_model_call() is not None or not should_trace():
+        return None
+    try:
+        model = kwargs.get("model", args[0] if args else None)
+        if not isinstance(model, str):
+            return None
+        api_base = kwargs.get("api_base") or kwargs.get("base_url")
+        custom_provider = kwargs.get("custom_llm_provider")
+        sent_model, endpoint = _endpoint(
+            model,
+            custom_provider if isinstance(custom_provider, str) else None,
+            api_base if isinstance(api_base, str) else None,
+        )
+        stage = "embedding" if operation == semconv.OP_EMBEDDINGS else semconv.LLM_STAGE
+        attributes: dict[str, Any] = {
+            semconv.STAGE: stage,
+            semconv.GEN_AI_OPERATION_NAME: operation,
+            **endpoint,
+            semconv.GEN_AI_REQUEST_MODEL: sent_model,
+        }
+        if operation != semconv.OP_EMBEDDINGS:
+            attributes[semconv.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
+            attributes.update(_request_attributes(kwargs))
+        started_at = time.monotonic()
+        span = get_tracer().start_span(
+            f"{operation} {sent_model}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+        return ModelCall(span, started_at)
+    except Exception:
+        log_once(logger, "litellm model call span start failed")
+        return None
+
+
+def _record_response(span: Span, response: Any, embeddings: bool) -> None:
+    """What a whole LiteLLM ``ModelResponse`` or ``EmbeddingResponse`` says, onto the span."""
+    get = fields_of(response).get
+    attributes: dict[str, Any] = {}
+    response_id = get("id")
+    if isinstance(response_id, str) and response_id:
+        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+    model = get("model")
+    if isinstance(model, str) and model:
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    reasons = []
+    for choice in get("choices") or ():
+        reason = field_of(choice, "finish_reason")
+        if reason:
+            reasons.append(str(reason))
+    if reasons:
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    usage = usage_attributes(get("usage"))
+    if embeddings:
+        # LiteLLM fills an embedding's completion_tokens with 0: no provider reports it.
+        usage.pop(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, None)
+        data = get("data")
+        if data:
+            vector = field_of(data[0], "embedding")
+            if isinstance(vector, list):
+                attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(vector)
+    attributes.update(usage)
+    span.set_attributes(attributes)
+
+
+class StreamChunkParser:
+    """LiteLLM's ``ModelResponseStream`` chunks (OpenAI's chunk shape whatever the provider).
+
+    A chunk without usage may lack the ``usage`` attribute altogether (LiteLLM removes it when the
+    caller did not ask for usage), so every field is read with a default.
+    """
+
+    __slots__ = ("_reasons", "id", "model", "usage")
+
+    def __init__(self) -> None:
+        self._reasons: dict[int, str] = {}
+        self.id: str | None = None
+        self.model: str | None = None
+        self.usage: Any = None
+
+    def has_content(self, chunk: Any) -> bool:
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            if (
+                getattr(delta, "content", None)
+                or getattr(delta, "tool_calls", None)
+                or getattr(delta, "function_call", None)
+                or getattr(delta, "reasoning_content", None)
+                or getattr(delta, "thinking_blocks", None)
+            ):
+                return True
+        return False
+
+    def observe(self, chunk: Any) -> None:
+        if self.id is None:
+            chunk_id = getattr(chunk, "id", None)
+            if isinstance(chunk_id, str) and chunk_id:
+                self.id = chunk_id
+        model = getattr(chunk, "model", None)
+        if isinstance(model, str) and model:
+            self.model = model
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = usage
+        for choice in getattr(chunk, "choices", None) or ():
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                self._reasons[getattr(choice, "index", 0) or 0] = str(reason)
+
+    def output_tokens(self) -> int | None:
+        value = field_of(self.usage, "completion_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def finish(self, span: Span) -> None:
+        attributes: dict[str, Any] = {}
+        if self.id:
+            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
+        if self.model:
+            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        if self._reasons:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
+                self._reasons[index] for index in sorted(self._reasons)
+            ]
+        attributes.update(usage_attributes(self.usage))
+        span.set_attributes(attributes)
+
+
+def _in_model_call(make_call: Callable[..., Any], call: ModelCall) -> Callable[..., Any]:
+    """``make_call`` (a stream's deferred request, sent on its first chunk) made inside the model
+    call, so the HTTP layer enriches this span and propagates its context there too."""
+    if inspect.iscoroutinefunction(make_call) or inspect.iscoroutinefunction(
+        getattr(make_call, "func", None)
+    ):
+
+        async def deferred_async(*args: Any, **kwargs: Any) -> Any:
+            in_flight = enter_model_call(call)
+            try:
+                return await make_call(*args, **kwargs)
+            finally:
+                leave_model_call(in_flight)
+
+        return deferred_async
+
+    def deferred(*args: Any, **kwargs: Any) -> Any:
+        in_flight = enter_model_call(call)
+        try:
+            result = make_call(*args, **kwargs)
+        finally:
+            leave_model_call(in_flight)
+        if inspect.isawaitable(result):
+            return _awaited_in(result, call)
+        return result
+
+    return deferred
+
+
+async def _awaited_in(awaitable: Any, call: ModelCall) -> Any:
+    in_flight = enter_model_call(call)
+    try:
+        return await awaitable
+    finally:
+        leave_model_call(in_flight)
+
+
+def _finish(result: Any, call: ModelCall, operation: str, asynchronous: bool) -> Any:
+    """A stream is handed to the recorder (the span ends with it); a whole response ends it now."""
+    if operation != semconv.OP_EMBEDDINGS and _is_stream(result):
+        call.headers_received()
+        make_call = getattr(result, "make_call", None)
+        if make_call is not None and getattr(result, "completion_stream", None) is None:
+            result.make_call = _in_model_call(make_call, call)
+        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=StreamChunkParser())
+        return (TracedAsyncStream if asynchronous else TracedStream)(result, recorder)
+    span = call.span
+    try:
+        if span.is_recording():
+            _record_response(span, result, operation == semconv.OP_EMBEDDINGS)
+        span.set_status(STATUS_OK)
+    except Exception:
+        log_once(logger, "litellm response recording failed")
+    finally:
+        end_model_span(span, call.started_at)
+    return result
+
+
+def _is_stream(result: Any) -> bool:
+    from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+    return isinstance(result, CustomStreamWrapper)
+
+
+def _fail(call: ModelCall, exc: BaseException) -> None:
+    span = call.span
+    try:
+        status_code = getattr(exc, "status_code", None)
+        if isinstance(status_code, int) and not isinstance(status_code, bool):
+            span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)
+        if isinstance(exc, Exception):
+            record_error(span, exc)
+        else:
+            span.set_attribute(semconv.STREAM_END, "cancelled")
+    except Exception:
+        log_once(logger, "litellm error recording failed")
+    finally:
+        end_model_span(span, call.started_at)
+
+
+def _sync_wrapper(operation: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = _start(operation, args, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        in_flight = enter_model_call(call)
+        try:
+            try:
+                result = wrapped(*args, **kwargs)
+            finally:
+                leave_model_call(in_flight)
+        except BaseException as exc:
+            _fail(call, exc)
+            raise
+        try:
+            return _finish(result, call, operation, asynchronous=False)
+        except Exception:
+            log_once(logger, "litellm model call span end failed")
+            call.span.end()
+            return result
+
+    return wrapper
+
+
+def _async_wrapper(operation: str) -> Callable[..., Any]:
+    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call = _start(operation, args, kwargs)
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        in_flight = enter_model_call(call)
+        try:
+            try:
+                result = await wrapped(*args, **kwargs)
+            finally:
+                leave_model_call(in_flight)
+        except BaseException as exc:
+            _fail(call, exc)
+            raise
+        try:
+            return _finish(result, call, operation, asynchronous=True)
+        except Exception:
+            log_once(logger, "litellm model call span end failed")
+            call.span.end()
+            return result
+
+    return wrapper
+
+
+class LiteLLMInstrumentor(LibraryInstrumentor):
+    """Traces ``litellm.completion`` / ``acompletion`` / ``embedding`` / ``aembedding``."""
+
+    package = "litellm"
+    supported = ">= 1.70, < 2"
+
+    def patches(self) -> Iterable[PatchRow]:
+        # Only the public names: acompletion and aembedding call completion and embedding
+        # through litellm.main's own references, which stay unwrapped (one span per call).
+        yield ("litellm", "completion", _sync_wrapper(semconv.OP_CHAT))
+        yield ("litellm", "acompletion", _async_wrapper(semconv.OP_CHAT))
+        yield ("litellm", "embedding", _sync_wrapper(semconv.OP_EMBEDDINGS))
+        yield ("litellm", "aembedding", _async_wrapper(semconv.OP_EMBEDDINGS))

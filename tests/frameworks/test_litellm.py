@@ -1,0 +1,465 @@
+"""LiteLLM: the real ``litellm`` against the simulated model server and recorded exchanges.
+
+Every call is exactly one model span (the LiteLLM call), with the ``openai``, ``httpx`` and
+``httpx2`` instrumentations active underneath: the openai SDK LiteLLM calls makes no second span,
+the HTTP layer adds no span of its own, and the model span's ``traceparent`` reaches the server.
+
+Replay of ``../shared/fixtures/recorded/litellm``: each cassette is served locally and called
+through ``litellm.completion`` / ``litellm.embedding``; the span's token counts, model, id and
+finish reasons must equal the recorded ones. Not replayed:
+
+- ``responses_*.yaml`` and ``async_responses_web_search.yaml`` (5 files): OpenAI Responses API
+  calls, made with ``litellm.responses()``, which this instrumentation does not wrap yet.
+- ``completion_streaming_anthropic_thinking.yaml`` is replayed for usage and finish reasons
+  only: in a stream LiteLLM reports the requested model and an id of its own on every chunk, not
+  the provider's ``message_start`` id and model, so neither can be compared. LiteLLM also maps
+  Anthropic's ``end_turn`` to ``stop`` (compared through that mapping).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.trace import StatusCode
+
+# LiteLLM fetches its cost map from the internet at import unless told to use its own copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm
+
+from llmtrace import semconv
+from llmtrace.instrumentation import registry
+from tests.servers.fixtures import RECORDED
+
+# LiteLLM's own model call, and every layer it can send through.
+LIBRARIES = ["litellm", "openai", "anthropic", "httpx", "httpx2", "requests"]
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def traced() -> Iterator[list[str]]:
+    names = registry.instrument(LIBRARIES)
+    assert "litellm" in names
+    yield names
+    registry.uninstrument()
+
+
+def model_spans(exporter: Any) -> list[Any]:
+    return [
+        s for s in exporter.get_finished_spans() if "gen_ai.operation.name" in (s.attributes or {})
+    ]
+
+
+def only_model_span(exporter: Any) -> Any:
+    """The single finished span: a model span, with no HTTP span (or any other) beside it."""
+    finished = exporter.get_finished_spans()
+    assert [s.name for s in finished] == [s.name for s in model_spans(exporter)], finished
+    (span,) = finished
+    return span
+
+
+def chat(server: Any, **kwargs: Any) -> Any:
+    return litellm.completion(
+        model="openai/sim", messages=MESSAGES, api_base=server.base_url, api_key="k", **kwargs
+    )
+
+
+async def achat(server: Any, **kwargs: Any) -> Any:
+    return await litellm.acompletion(
+        model="openai/sim", messages=MESSAGES, api_base=server.base_url, api_key="k", **kwargs
+    )
+
+
+def assert_traceparent_is(span: Any, server: Any) -> None:
+    _version, trace_id, span_id, _flags = server.requests[-1].headers["traceparent"].split("-")
+    assert trace_id == format(span.context.trace_id, "032x")
+    assert span_id == format(span.context.span_id, "016x")
+
+
+def test_completion_is_one_model_span_with_usage_and_no_http_span(model_server, spans, traced):
+    response = chat(model_server, temperature=0.5, max_tokens=20)
+    assert response.choices[0].message.content == "Hello, world!"
+    span = only_model_span(spans)
+    attributes = span.attributes
+    assert span.name == "chat sim"
+    assert span.kind == trace.SpanKind.CLIENT
+    assert span.status.status_code == StatusCode.OK
+    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"
+    assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim"
+    assert attributes[semconv.GEN_AI_REQUEST_TEMPERATURE] == 0.5
+    assert attributes[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 20
+    assert attributes[semconv.GEN_AI_REQUEST_STREAM] is False
+    assert attributes[semconv.SERVER_ADDRESS] == "127.0.0.1"
+    assert attributes[semconv.SERVER_PORT] == model_server.port
+    assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == "sim-model-1"
+    assert attributes[semconv.GEN_AI_RESPONSE_ID] == response.id
+    assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    assert attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    # The HTTP layer put its phases on the model span instead of making a span.
+    assert semconv.TIME_TO_HEADERS in attributes
+    assert_traceparent_is(span, model_server)
+
+
+def test_streamed_completion_measures_ttft_and_chunks(model_server, spans, traced):
+    model_server.configure(tokens=["a", "b", "c"], token_delay=0.01)
+    stream = chat(model_server, stream=True, stream_options={"include_usage": True})
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "abc"
+    span = only_model_span(spans)
+    attributes = span.attributes
+    assert span.status.status_code == StatusCode.OK
+    assert attributes[semconv.GEN_AI_REQUEST_STREAM] is True
+    assert attributes[semconv.STREAM_END] == "completed"
+    assert attributes[semconv.CHUNK_COUNT] >= 3
+    assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
+    assert attributes[semconv.GENERATION_TIME] >= 0.02
+    assert_traceparent_is(span, model_server)
+
+
+def test_ttft_is_within_5ms_of_the_first_token_delay_and_never_below(model_server, spans, traced):
+    """The server runs in this process, so its arrival timestamps share the monotonic clock: the
+    time the request took to reach it (LiteLLM preparing and sending it, slower when the machine
+    is busy) is measured per call and taken out of the average, and so is the server's own
+    lateness in sending the first token, leaving llmtrace's own measurement error."""
+    chat(model_server)  # LiteLLM's first call in a process loads what it needs: not measured
+    model_server.configure(first_token_delay=0.3, token_delay=0.005)
+    ttfts, sending, late = [], [], []
+    for _ in range(4):
+        spans.clear()
+        started = time.monotonic()
+        for _chunk in chat(model_server, stream=True):
+            pass
+        request = model_server.requests[-1]
+        sending.append(request.arrived_at - started)
+        late.append(request.first_token_sent_at - request.arrived_at - 0.3)
+        ttfts.append(only_model_span(spans).attributes[semconv.TIME_TO_FIRST_TOKEN])
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    assert min(ttfts) >= 0.3
+    assert abs(mean(ttfts) - mean(sending) - mean(late) - 0.3) < 0.005, (ttfts, sending, late)
+
+
+async def test_async_completion_and_stream(model_server, spans, traced):
+    response = await achat(model_server)
+    span = only_model_span(spans)
+    assert span.attributes[semconv.GEN_AI_RESPONSE_ID] == response.id
+    assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert_traceparent_is(span, model_server)
+    spans.clear()
+    model_server.configure(first_token_delay=0.05)
+    stream = await achat(model_server, stream=True)
+    chunks = [chunk async for chunk in stream]
+    assert chunks
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "completed"
+    assert span.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.05
+    assert span.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert_traceparent_is(span, model_server)
+
+
+def test_embedding_sync_and_async(model_server, spans, traced):
+    litellm.embedding(
+        model="openai/emb", input=["a", "b"], api_base=model_server.base_url, api_key="k"
+    )
+    span = only_model_span(spans)
+    attributes = span.attributes
+    assert span.name == "embeddings emb"
+    assert attributes[semconv.STAGE] == "embedding"
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "embeddings"
+    assert attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    # Nobody reported output tokens for an embedding (LiteLLM's 0 is not a count).
+    assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in attributes
+    assert attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
+    assert_traceparent_is(span, model_server)
+    spans.clear()
+    asyncio.run(
+        litellm.aembedding(
+            model="openai/emb", input="a", api_base=model_server.base_url, api_key="k"
+        )
+    )
+    assert only_model_span(spans).name == "embeddings emb"
+
+
+def _error_of(call: Any) -> BaseException:
+    with pytest.raises(Exception) as caught:
+        call()
+    return caught.value
+
+
+def test_server_error_gives_an_error_span_and_the_same_exception(model_server, spans):
+    model_server.configure(status=500)
+    plain = _error_of(lambda: chat(model_server, num_retries=0, max_retries=0))
+    registry.instrument(LIBRARIES)
+    try:
+        spans.clear()
+        traced_error = _error_of(lambda: chat(model_server, num_retries=0, max_retries=0))
+    finally:
+        registry.uninstrument()
+    assert type(traced_error) is type(plain)
+    span = only_model_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[semconv.ERROR_TYPE] == type(traced_error).__qualname__
+    assert span.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 500
+
+
+def test_stream_broken_off_and_closed_ends_span_once(model_server, spans, traced):
+    model_server.configure(tokens=["a", "b", "c", "d"], token_delay=0.01)
+    stream = chat(model_server, stream=True)
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    stream.close()
+    stream.close()
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert semconv.TIME_TO_FIRST_TOKEN in span.attributes
+
+
+def test_stream_broken_off_and_dropped_ends_span_once(model_server, spans, traced):
+    model_server.configure(tokens=["a", "b", "c", "d"], token_delay=0.01)
+    stream = chat(model_server, stream=True)
+    for _chunk in stream:
+        break
+    del stream, _chunk
+    gc.collect()
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "abandoned"
+
+
+def test_stream_failing_mid_way_is_an_error_span(model_server, spans, traced):
+    model_server.configure(tokens=["a", "b", "c", "d"], fail_after_chunks=2)
+    with pytest.raises(Exception) as caught:
+        for _chunk in chat(model_server, stream=True, num_retries=0):
+            pass
+    span = only_model_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[semconv.STREAM_END] == "error"
+    assert span.attributes[semconv.ERROR_TYPE] == type(caught.value).__qualname__
+
+
+async def test_cancelled_stream_ends_span_once(model_server, spans, traced):
+    model_server.configure(tokens=["a", "b"], first_token_delay=5)
+    stream = await achat(model_server, stream=True)
+
+    async def read() -> None:
+        async for _chunk in stream:
+            pass
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "cancelled"
+
+
+def test_each_request_is_exactly_one_trace(model_server, spans, traced):
+    tracer = trace.get_tracer("test")
+    for _ in range(3):
+        with tracer.start_as_current_span("answer"):
+            for _chunk in chat(model_server, stream=True):
+                pass
+    finished = spans.get_finished_spans()
+    assert len(finished) == 6
+    assert len({s.context.trace_id for s in finished}) == 3
+    for model_span in model_spans(spans):
+        (root,) = [s for s in finished if s.context.span_id == model_span.parent.span_id]
+        assert root.name == "answer"
+
+
+def test_the_gate_decides_nothing_under_suppression(model_server, spans, traced):
+    with suppress_instrumentation():
+        chat(model_server)
+    assert spans.get_finished_spans() == ()
+
+
+def test_anthropic_route_is_named_anthropic(model_server, spans, traced):
+    model_server.configure(tokens=["x", "y"])
+    response = litellm.completion(
+        model="anthropic/claude-sim",
+        messages=MESSAGES,
+        api_base=model_server.url,
+        api_key="k",
+        max_tokens=50,
+    )
+    assert response.choices[0].message.content == "xy"
+    span = only_model_span(spans)
+    assert span.attributes[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert span.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
+    assert model_server.requests[-1].path == "/v1/messages"
+    assert_traceparent_is(span, model_server)
+    spans.clear()
+    for _chunk in litellm.completion(
+        model="anthropic/claude-sim",
+        messages=MESSAGES,
+        api_base=model_server.url,
+        api_key="k",
+        max_tokens=50,
+        stream=True,
+    ):
+        pass
+    span = only_model_span(spans)
+    assert span.attributes[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert span.attributes[semconv.STREAM_END] == "completed"
+
+
+def test_report_names_ttft_the_bottleneck_with_the_injected_times(
+    model_server, spans, traced, tmp_path
+):
+    from llmtrace.analysis.report import build_report
+    from llmtrace.analysis.sources import load_traces
+    from llmtrace.exporters.file import OTLPJsonFileExporter
+
+    tokens = ["t"] * 6
+    chat(model_server)  # warm-up, not exported
+    model_server.configure(first_token_delay=0.3, token_delay=0.03, tokens=tokens)
+    spans.clear()
+    for _ in range(6):
+        for _chunk in chat(model_server, stream=True):
+            pass
+    path = tmp_path / "traces.jsonl"
+    exporter = OTLPJsonFileExporter(path)
+    exporter.export(spans.get_finished_spans())
+    exporter.shutdown()
+    report = build_report(load_traces(str(path)))
+    assert report.bottleneck is not None and report.bottleneck.stage == "ttft"
+    assert report.stages["ttft"].distribution.mean == pytest.approx(0.3, rel=0.1)
+    generation = (len(tokens) - 1) * 0.03
+    assert report.stages["generation"].distribution.mean == pytest.approx(generation, rel=0.1)
+
+
+# --- replay ---------------------------------------------------------------------------------
+
+# Not sendable through what this instrumentation wraps (see the module docstring).
+_RESPONSES_API = "/v1/responses"
+_ANTHROPIC_TO_LITELLM = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+
+
+def _litellm_cassettes() -> list[Path]:
+    return sorted((RECORDED / "litellm").glob("*.yaml"))
+
+
+def _events(body: str) -> list[Any]:
+    events = []
+    for line in body.splitlines():
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data and data != "[DONE]":
+                events.append(json.loads(data))
+    return events
+
+
+def _expected(response: dict[str, Any]) -> dict[str, Any]:
+    """What the span must say, read straight from the recorded body (not through llmtrace)."""
+    body = response["body"]["string"]
+    expected: dict[str, Any] = {}
+    if body.lstrip().startswith("{"):
+        data = json.loads(body)
+        if "choices" in data:
+            expected["id"] = data["id"]
+        expected["model"] = data["model"]
+        usage = data["usage"]
+        expected[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage["prompt_tokens"]
+        if "completion_tokens" in usage:
+            expected[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["completion_tokens"]
+        reasons = tuple(c["finish_reason"] for c in data.get("choices") or ())
+        if reasons:
+            expected["finish"] = reasons
+        return expected
+    for event in _events(body):
+        usage = (event.get("message") or {}).get("usage") or event.get("usage") or {}
+        if isinstance(usage.get("input_tokens"), int):
+            expected[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage["input_tokens"]
+        if isinstance(usage.get("output_tokens"), int):
+            expected[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["output_tokens"]
+        reason = (event.get("delta") or {}).get("stop_reason")
+        if reason:
+            expected["finish"] = (_ANTHROPIC_TO_LITELLM.get(reason, reason),)
+    return expected
+
+
+def _replay(interaction: dict[str, Any], server: Any) -> None:
+    request = interaction["request"]
+    body = json.loads(request["body"])
+    if request["uri"].endswith("/v1/embeddings"):
+        litellm.embedding(
+            model=f"openai/{body['model']}",
+            input=body["input"],
+            api_base=server.base_url,
+            api_key="k",
+        )
+        return
+    if request["uri"].endswith("/v1/messages"):
+        stream = body.pop("stream", False)
+        model = body.pop("model")
+        result = litellm.completion(
+            model=f"anthropic/{model}",
+            api_base=server.url,
+            api_key="k",
+            stream=stream,
+            stream_options={"include_usage": True} if stream else None,
+            **body,
+        )
+    else:
+        model = body.pop("model")
+        result = litellm.completion(
+            model=f"openai/{model}", api_base=server.base_url, api_key="k", **body
+        )
+    if isinstance(result, litellm.CustomStreamWrapper) or hasattr(result, "__next__"):
+        list(result)
+
+
+def _content_type(body: str) -> str:
+    return "application/json" if body.lstrip().startswith("{") else "text/event-stream"
+
+
+@pytest.mark.parametrize("cassette", _litellm_cassettes(), ids=lambda path: path.stem)
+def test_recorded_exchange(cassette, model_server, spans, traced):
+    interaction = yaml.safe_load(cassette.read_text())["interactions"][0]
+    if interaction["request"]["uri"].endswith(_RESPONSES_API):
+        pytest.skip("a Responses API call (litellm.responses is not instrumented)")
+    response = interaction["response"]
+    # Headers were stripped by the recorder: serve with the provider's content type.
+    played = {
+        **interaction,
+        "response": {
+            **response,
+            "headers": {"Content-Type": [_content_type(response["body"]["string"])]},
+        },
+    }
+    model_server.play_cassette(played)
+    _replay(interaction, model_server)
+    span = only_model_span(spans)
+    attributes = span.attributes
+    expected = _expected(response)
+    assert expected
+    streamed = _content_type(response["body"]["string"]) == "text/event-stream"
+    if "id" in expected and not streamed:
+        assert attributes[semconv.GEN_AI_RESPONSE_ID] == expected["id"]
+    if "model" in expected and not streamed:
+        assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
+    if "finish" in expected:
+        assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
+    for name in (semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS):
+        if name in expected:
+            assert attributes[name] == expected[name], name
+        else:
+            assert name not in attributes, name
