@@ -81,6 +81,7 @@ GEN_AI_RETRIEVAL_TOP_K: Final = "gen_ai.retrieval.top_k"
 GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 # vLLM's server span (llm_request) carries these, in seconds.
 GEN_AI_LATENCY_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"
 GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: Final = "gen_ai.latency.time_to_first_token"
@@ -94,6 +95,7 @@ OP_TEXT_COMPLETION: Final = "text_completion"
 OP_EMBEDDINGS: Final = "embeddings"
 OP_RETRIEVAL: Final = "retrieval"
 OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_GENERATE_CONTENT: Final = "generate_content"
 
 # --- general conventions ----------------------------------------------------------------------

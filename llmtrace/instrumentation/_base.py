@@ -211,6 +211,31 @@ def leave_model_call(tokens: InFlight) -> None:
     _current_model_call.reset(tokens[0])
 
 
+# Model-call spans of a framework (LangChain's chat model run) that a provider model call may be
+# made under, by id: a framework watches its span, the provider's request wrapper notes a call
+# started beneath it, and the framework asks at the end whether the provider owned the timing
+# (rule 8 of DESIGN.md). Empty unless a framework is instrumented: one truth test per model call.
+_watched_model_spans: dict[int, int] = {}
+
+
+def watch_provider_calls(span: Span) -> None:
+    """Count provider model calls started while ``span`` is the current span, until forgotten."""
+    _watched_model_spans[id(span)] = 0
+
+
+def note_provider_call() -> None:
+    """Called by a provider instrumentation as its model span starts, under the current span."""
+    if _watched_model_spans:
+        parent = otel_context.get_current().get(_SPAN_KEY)
+        if parent is not None and id(parent) in _watched_model_spans:
+            _watched_model_spans[id(parent)] += 1
+
+
+def provider_calls_under(span: Span) -> int:
+    """How many provider model calls started beneath ``span``; stops watching it."""
+    return _watched_model_spans.pop(id(span), 0)
+
+
 def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
     """(capture_content, content_max_bytes, redact, inject_stream_usage) from the active settings."""
     try:

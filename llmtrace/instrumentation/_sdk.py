@@ -39,6 +39,7 @@ from llmtrace.instrumentation._base import (
     enter_model_call,
     get_tracer,
     leave_model_call,
+    note_provider_call,
     should_trace,
 )
 from llmtrace.span_errors import record_error
@@ -331,6 +332,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             span = get_tracer().start_span(
                 plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
             )
+            note_provider_call()
             return plan, ModelCall(span, started_at)
         except Exception:
             log_once(logger, "model call span start failed")

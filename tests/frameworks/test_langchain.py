@@ -1,0 +1,464 @@
+"""LangChain and LangGraph, run for real against the simulated model server and an in-memory
+vector store: every request is one trace, every run a span in its stage, the model's TTFT as the
+server delayed it, and the report names the stage each test made slowest.
+
+The simulated server cannot return tool calls, so the agent is a small deterministic LangGraph
+graph whose nodes call the tools directly (two tool calls per request).
+
+Replay: every OpenAI-backed cassette in ``../shared/fixtures/recorded/langchain`` is served
+locally and sent through ``ChatOpenAI``; the model span carries the recorded token counts, model
+and finish reasons. Not replayed: the Anthropic, Bedrock, Cohere, Vertex AI and HuggingFace ones
+(their LangChain integrations are not installed here); ``sequential_chain_openai_completions``,
+``vllm_completions*`` (legacy completions: ``langchain_openai.OpenAI`` sends to ``/completions``
+and is covered by the chat path only here), ``agent_openai_tools_tavily_streaming`` (LangSmith hub
+pull and Tavily requests besides the model call), ``langgraph_invoke`` and
+``agent_raw_dict_messages_streaming`` (several exchanges in one file, replayed one at a time by
+the server only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any, TypedDict
+
+import pytest
+import yaml
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_core.tools import tool
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, StateGraph
+
+from llmtrace import semconv
+from llmtrace.analysis.report import Report, build_report
+from llmtrace.analysis.sources import load_traces
+from llmtrace.exporters.otlp_json import encode_request
+from llmtrace.instrumentation import registry
+from tests.servers.fixtures import RECORDED
+
+FIRST_TOKEN = 0.08
+RETRIEVAL_DELAY = 0.3
+TOOL_DELAY = 0.25
+# Above the injected delay, TTFT may be late by what the client and a busy machine add: the plain
+# ``openai`` client, uninstrumented, measures 2-8 ms over the delay on this shared machine.
+TTFT_SLACK = 0.02
+TEXTS = [
+    "The backup battery lasts twelve hours.",
+    "The hub costs ninety dollars.",
+    "The hub supports Zigbee and Thread radios.",
+    "Firmware updates install at night.",
+]
+
+
+@pytest.fixture
+def traced() -> Iterator[None]:
+    registry.instrument(["langchain", "threading"])
+    yield
+    registry.uninstrument(["langchain", "threading"])
+
+
+class SlowEmbedding(DeterministicFakeEmbedding):
+    """Deterministic vectors; the query embedding takes a known time (inside the retriever)."""
+
+    delay: float = 0.0
+
+    def embed_query(self, text: str) -> list[float]:
+        time.sleep(self.delay)
+        return super().embed_query(text)
+
+
+def _retriever(delay: float = RETRIEVAL_DELAY) -> Any:
+    store = InMemoryVectorStore(SlowEmbedding(size=32))
+    store.add_texts(TEXTS)
+    store.embedding.delay = delay  # type: ignore[attr-defined]
+    return store.as_retriever(search_kwargs={"k": 2})
+
+
+def _model(model_server: Any, **kwargs: Any) -> ChatOpenAI:
+    model = ChatOpenAI(
+        model="sim-model-1",
+        base_url=model_server.base_url,
+        api_key="k",
+        streaming=True,
+        max_retries=0,
+        **kwargs,
+    )
+    # The first request of a client pays for connecting and lazy imports: not the model's TTFT.
+    model.invoke("warm up")
+    return model
+
+
+def _rag_chain(model_server: Any) -> Any:
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from the context:\n{context}"), ("human", "{question}")]
+    )
+    context = _retriever() | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
+    return (
+        {"context": context, "question": RunnablePassthrough()}
+        | prompt
+        | _model(model_server)
+        | StrOutputParser()
+    )
+
+
+def _by_trace(spans: Any) -> dict[int, list[Any]]:
+    traces: dict[int, list[Any]] = defaultdict(list)
+    for span in spans.get_finished_spans():
+        traces[span.context.trace_id].append(span)
+    return dict(traces)
+
+
+def _report(spans: Any, tmp_path: Any) -> Report:
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(encode_request(spans.get_finished_spans())) + "\n")
+    return build_report(load_traces(str(path)))
+
+
+def _one(trace: list[Any], name: str) -> Any:
+    matches = [span for span in trace if span.name == name]
+    assert len(matches) == 1, (name, [span.name for span in trace])
+    return matches[0]
+
+
+def _assert_tree(trace: list[Any]) -> Any:
+    """One root; every other span's parent is in the trace. Returns the root."""
+    ids = {span.context.span_id for span in trace}
+    roots = [span for span in trace if span.parent is None]
+    assert len(roots) == 1, [span.name for span in roots]
+    for span in trace:
+        assert span.parent is None or span.parent.span_id in ids, span.name
+    return roots[0]
+
+
+def _assert_model_span(trace: list[Any]) -> Any:
+    (chat,) = [span for span in trace if span.name == "chat sim-model-1"]
+    attributes = chat.attributes
+    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim-model-1"
+    ttft = attributes[semconv.TIME_TO_FIRST_TOKEN]
+    assert FIRST_TOKEN <= ttft < FIRST_TOKEN + TTFT_SLACK, ttft
+    assert attributes[semconv.GENERATION_TIME] > 0
+    return chat
+
+
+def _assert_rag_trace(trace: list[Any]) -> None:
+    root = _assert_tree(trace)
+    assert root.name == "RunnableSequence"
+    assert root.attributes[semconv.STAGE] == "other"
+    retrieval = _one(trace, "retrieval InMemoryVectorStore")
+    assert retrieval.attributes[semconv.STAGE] == "retrieval"
+    assert retrieval.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
+    assert retrieval.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == "InMemoryVectorStore"
+    assert retrieval.attributes[semconv.RETRIEVAL_RETURNED] == 2
+    assert _one(trace, "ChatPromptTemplate").attributes[semconv.STAGE] == "prompt"
+    assert _one(trace, "StrOutputParser").attributes[semconv.STAGE] == "postprocess"
+    _assert_model_span(trace)
+
+
+def _assert_bottleneck(report: Report, stage: str, seconds: float) -> None:
+    assert report.bottleneck is not None and report.bottleneck.stage == stage
+    mean = report.stages[stage].distribution.mean
+    assert abs(mean - seconds) <= 0.1 * seconds, mean
+
+
+def test_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tmp_path):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    chain = _rag_chain(model_server)
+    spans.clear()
+    assert chain.invoke("How long does the battery last?") == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    _assert_rag_trace(trace)
+    _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
+
+
+def test_streamed_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tmp_path):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    chain = _rag_chain(model_server)
+    spans.clear()
+    assert "".join(chain.stream("How much is the hub?")) == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    _assert_rag_trace(trace)
+    _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
+
+
+@tool
+def look_up_order(order_id: str) -> str:
+    """The status of an order."""
+    time.sleep(TOOL_DELAY)
+    return f"order {order_id} shipped"
+
+
+@tool
+def look_up_stock(item: str) -> str:
+    """How many of an item are in stock."""
+    time.sleep(TOOL_DELAY)
+    return f"3 {item} in stock"
+
+
+class AgentState(TypedDict, total=False):
+    question: str
+    facts: list[str]
+    answer: str
+
+
+def _agent_graph(model_server: Any) -> Any:
+    model = _model(model_server)
+
+    def tools(state: AgentState) -> AgentState:
+        return {"facts": [look_up_order.invoke({"order_id": "42"}), look_up_stock.invoke("hub")]}
+
+    def answer(state: AgentState) -> AgentState:
+        reply = model.invoke(f"{state['question']} Facts: {state['facts']}")
+        return {"answer": str(reply.content)}
+
+    graph = StateGraph(AgentState)
+    graph.add_node("tools", tools)
+    graph.add_node("answer", answer)
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", "answer")
+    graph.add_edge("answer", END)
+    return graph.compile(name="support_agent")
+
+
+def test_langgraph_agent_with_two_tool_calls_is_one_trace(model_server, spans, traced, tmp_path):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    agent = _agent_graph(model_server)
+    spans.clear()
+    assert agent.invoke({"question": "Where is my order?"})["answer"] == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    root = _assert_tree(trace)
+    assert root.name == "invoke_agent support_agent"
+    assert root.attributes[semconv.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "support_agent"
+    tools_node = _one(trace, "tools")
+    assert tools_node.attributes[semconv.STAGE] == "other"
+    assert tools_node.parent.span_id == root.context.span_id
+    for name in ("look_up_order", "look_up_stock"):
+        span = _one(trace, f"execute_tool {name}")
+        assert span.attributes[semconv.STAGE] == "tool"
+        assert span.attributes[semconv.GEN_AI_TOOL_NAME] == name
+        assert span.parent.span_id == tools_node.context.span_id
+    chat = _assert_model_span(trace)
+    assert chat.parent.span_id == _one(trace, "answer").context.span_id
+    _assert_bottleneck(_report(spans, tmp_path), "tool", 2 * TOOL_DELAY)
+
+
+def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
+    model_server, spans, traced, tmp_path
+):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    model = _model(model_server)
+
+    async def fast(state: AgentState) -> AgentState:
+        await asyncio.sleep(0.05)
+        return {}
+
+    async def slow(state: AgentState) -> AgentState:
+        await asyncio.sleep(0.3)
+        return {}
+
+    async def answer(state: AgentState) -> AgentState:
+        reply = await model.ainvoke(state["question"])
+        return {"answer": str(reply.content)}
+
+    graph = StateGraph(AgentState)
+    for name, node in (("fast", fast), ("slow", slow), ("answer", answer)):
+        graph.add_node(name, node)
+    graph.add_edge(START, "fast")
+    graph.add_edge(START, "slow")
+    graph.add_edge(["fast", "slow"], "answer")
+    graph.add_edge("answer", END)
+    app = graph.compile()
+
+    async def main() -> list[Any]:
+        # the async client's connections, one per concurrent request
+        await asyncio.gather(*(model.ainvoke("warm up") for _ in range(3)))
+        spans.clear()
+        return await asyncio.gather(*(app.ainvoke({"question": f"q{i}"}) for i in range(3)))
+
+    results = asyncio.run(main())
+    assert [result["answer"] for result in results] == ["Hello, world!"] * 3
+    traces = _by_trace(spans)
+    assert len(traces) == 3
+    for trace in traces.values():
+        root = _assert_tree(trace)
+        assert root.name == "LangGraph"
+        for name in ("fast", "slow", "answer"):
+            node = _one(trace, name)
+            assert node.attributes[semconv.STAGE] == "other"
+            assert node.parent.span_id == root.context.span_id
+        _assert_model_span(trace)
+    report = _report(spans, tmp_path)
+    # the slow branch (0.3 s, stage other) is on the critical path; the fast one is not
+    assert report.bottleneck is not None and report.bottleneck.stage == "other"
+    assert FIRST_TOKEN <= report.stages["ttft"].distribution.mean < FIRST_TOKEN + TTFT_SLACK
+
+
+def test_runnable_parallel_and_batch_give_one_trace_per_input(
+    model_server, spans, traced, tmp_path
+):
+    model_server.configure(first_token_delay=0.4, token_delay=0.002)
+    model = _model(model_server)
+    chain = RunnableParallel(answer=model | StrOutputParser(), context=_retriever(delay=0.05))
+    model.batch(["warm up"] * 3)  # one connection per concurrent request
+    spans.clear()
+    results = chain.batch(["a", "b", "c"])
+    assert [result["answer"] for result in results] == ["Hello, world!"] * 3
+    traces = _by_trace(spans)
+    assert len(traces) == 3
+    for trace in traces.values():
+        root = _assert_tree(trace)
+        assert root.name == "RunnableParallel<answer,context>"
+        _one(trace, "retrieval InMemoryVectorStore")
+        (chat,) = [span for span in trace if span.name == "chat sim-model-1"]
+        ttft = chat.attributes[semconv.TIME_TO_FIRST_TOKEN]
+        assert 0.4 <= ttft < 0.4 + TTFT_SLACK, ttft
+    report = _report(spans, tmp_path)
+    _assert_bottleneck(report, "ttft", 0.4)
+
+
+def test_with_openai_instrumented_too_the_model_call_counts_once(
+    model_server, spans, traced, tmp_path
+):
+    model_server.configure(first_token_delay=0.3, token_delay=0.002)
+    registry.instrument(["openai"])
+    try:
+        chain = _model(model_server, stream_usage=True) | StrOutputParser()
+        spans.clear()
+        assert chain.invoke("hi") == "Hello, world!"
+    finally:
+        registry.uninstrument(["openai"])
+    (trace,) = _by_trace(spans).values()
+    _assert_tree(trace)
+    model_calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+    (provider,) = model_calls
+    (langchain,) = [span for span in trace if span.name == "chat sim-model-1" and span != provider]
+    assert provider.parent.span_id == langchain.context.span_id
+    assert langchain.attributes[semconv.STAGE] == "other"
+    assert semconv.TIME_TO_FIRST_TOKEN not in langchain.attributes
+    assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in langchain.attributes
+    assert provider.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.3
+    report = _report(spans, tmp_path)
+    assert sum(usage.calls for usage in report.models.values()) == 1
+    _assert_bottleneck(report, "ttft", 0.3)
+
+
+def test_failing_tool_ends_every_span_with_the_error(model_server, spans, traced):
+    @tool
+    def broken(query: str) -> str:
+        """Always fails."""
+        raise RuntimeError("tool failed")
+
+    chain = RunnableLambda(lambda q: q) | broken
+    spans.clear()
+    with pytest.raises(RuntimeError, match="tool failed"):
+        chain.invoke("x")
+    (trace,) = _by_trace(spans).values()
+    root = _assert_tree(trace)
+    tool_span = _one(trace, "execute_tool broken")
+    assert tool_span.attributes[semconv.ERROR_TYPE] == "RuntimeError"
+    assert root.attributes[semconv.ERROR_TYPE] == "RuntimeError"
+    assert len({span.context.span_id for span in trace}) == len(trace)
+
+
+def test_uninstrument_removes_the_handler(model_server, spans):
+    registry.instrument(["langchain"])
+    registry.uninstrument(["langchain"])
+    spans.clear()
+    (RunnableLambda(lambda q: q) | StrOutputParser()).invoke("x")
+    assert spans.get_finished_spans() == ()
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+REPLAYED = [
+    "chat_openai",
+    "chat_openai_functions",
+    "chat_openai_streaming_usage",
+    "tool_calls",
+    "parallel_tool_calls",
+    "tool_calls_with_history",
+    "tool_message_with_tool_call_id",
+    "tool_call_with_function",
+    "structured_output",
+    "lcel_openai_functions",
+    "async_lcel",
+    "lcel_stream",
+    "async_lcel_invoke_streaming",
+    "lcel_with_datetime",
+    "vllm_chat",
+    "async_vllm_chat",
+    "vllm_chat_streaming",
+    "async_vllm_chat_streaming",
+]
+
+
+def _recorded_expectations(body: str) -> dict[str, Any]:
+    if body.lstrip().startswith("{"):
+        items = [json.loads(body)]
+    else:
+        items = [
+            json.loads(line[5:])
+            for line in body.splitlines()
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")
+        ]
+    expected: dict[str, Any] = {}
+    for item in items:
+        if item.get("model"):
+            expected["model"] = item["model"]
+        if item.get("usage"):
+            expected["input"] = item["usage"]["prompt_tokens"]
+            expected["output"] = item["usage"]["completion_tokens"]
+        for choice in item.get("choices") or ():
+            if choice.get("finish_reason"):
+                expected["finish"] = choice["finish_reason"]
+    return expected
+
+
+@pytest.mark.parametrize("name", REPLAYED)
+def test_recorded_langchain_exchange(name, model_server, spans, traced):
+    interaction = yaml.safe_load((RECORDED / "langchain" / f"{name}.yaml").read_text())[
+        "interactions"
+    ][0]
+    body = json.loads(interaction["request"]["body"])
+    raw = interaction["response"]["body"]["string"]
+    if isinstance(raw, bytes):
+        # Stored gzip-compressed with its Content-Encoding, which the server does not pass on:
+        # served decompressed.
+        raw = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
+        interaction["response"]["body"]["string"] = raw
+    model_server.play_cassette(interaction)
+    messages = [(m["role"], m.get("content") or "") for m in body["messages"][:1]]
+    model = ChatOpenAI(
+        model=body["model"],
+        base_url=model_server.base_url,
+        api_key="k",
+        max_retries=0,
+        streaming=bool(body.get("stream")),
+    )
+    spans.clear()
+    if body.get("stream"):
+        list(model.stream(messages))
+    else:
+        model.invoke(messages)
+    (span,) = [s for s in spans.get_finished_spans() if s.attributes.get(semconv.STAGE) == "ttft"]
+    expected = _recorded_expectations(raw)
+    attributes = span.attributes
+    if "model" in expected:
+        assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
+    if "input" in expected:
+        assert attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == expected["input"]
+        assert attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == expected["output"]
+    else:
+        assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in attributes
+    if "finish" in expected:
+        assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == (expected["finish"],)
