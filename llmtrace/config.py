@@ -534,9 +534,11 @@ def _report_undelivered(stats: DeliveryStats, where: str, s: Settings, timed_out
         parts.append(f"{stats.failed} in failed exports")
     if stats.queue_dropped:
         parts.append(f"{stats.queue_dropped} dropped because the export queue was full")
+    if stats.in_flight:
+        parts.append(f"{stats.in_flight} in an export still being retried when time ran out")
     waiting = stats.refused_after_deadline + (stats.queued or 0)
     if waiting:
-        parts.append(f"{waiting} still waiting when time ran out")
+        parts.append(f"{waiting} still queued when time ran out")
     hint = (
         f"; the backend did not answer within {s.shutdown_timeout:g} s "
         "(LLMTRACE_SHUTDOWN_TIMEOUT sets the wait)"

@@ -61,6 +61,11 @@ class DeliveryStats:
         return max(self.taken - self.handed - waiting, 0)
 
     @property
+    def in_flight(self) -> int:
+        """Spans in an export that had not finished (a collector still being retried)."""
+        return max(self.handed - self.delivered - self.failed, 0)
+
+    @property
     def undelivered(self) -> int:
         """Spans taken that did not reach the backend (failed, dropped, refused or still queued)."""
         return max(self.taken - self.delivered, 0)

@@ -206,3 +206,4 @@ def test_exit_is_bounded_and_says_what_was_lost(tmp_path, baseline_seconds, prot
         warnings = [line for line in output.splitlines() if "could not be delivered" in line]
         assert len(warnings) == 1, output
         assert "3 of 3 spans" in warnings[0], warnings[0]
+        assert "reason unknown" not in warnings[0], warnings[0]
