@@ -66,7 +66,7 @@ def main() -> None:
     trace.set_tracer_provider(provider)
     import llmtrace
 
-    llmtrace.init(service_name="bench", exporter="none", instrument=False)
+    llmtrace.init(exporter="none", instrument=False)  # the provider above is the application's
     tracer = trace.get_tracer("bench")
 
     def hand_written() -> None:
