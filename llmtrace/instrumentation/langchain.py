@@ -21,8 +21,8 @@ never by the ambient context alone; an entry leaves the map when its run ends or
   usage from the messages' ``usage_metadata`` or ``llm_output`` (reported counts only).
 
 One model span per call (rule 8 of DESIGN.md): the LangChain model span stays the parent. While
-the model runs, its span is the current span (``BaseChatModel._generate_with_cache`` is wrapped
-for that), so a provider instrumentation (OpenAI, Anthropic) records its own model span beneath
+the model sends its request, its span is the current span (``BaseChatModel._generate_with_cache``
+is wrapped for that, and each step of ``BaseChatModel.stream()`` / ``astream()``), so a provider instrumentation (OpenAI, Anthropic) records its own model span beneath
 it and notes that it did (:func:`~llmtrace.instrumentation._base.note_provider_call`). At its end
 the LangChain span then becomes stage ``other`` without TTFT or usage: the span closest to the
 wire owns them. Without a provider span beneath, the LangChain span keeps them.
@@ -32,19 +32,19 @@ only inside LangChain's own per-step context copies (``runnables.config._set_con
 the same place LangChain puts its LangSmith parent run), so the spans of code inside a tool or a
 chain step nest under it; and around a chat model's request, as above.
 
-Known limits: a chat model called with ``.stream()`` sends its request outside
-``_generate_with_cache``, so a provider span made then is a sibling of the LangChain model span
-(both keep their timing; the breakdown still counts the time once, along the critical path).
-LangChain has no embeddings callback: embedding calls made by a vector store are not spans
+Known limits: a legacy completion model (``BaseLLM``), or a chat model whose class overrides
+``stream()`` itself, sends its request with no LangChain span current, so a provider span made
+then is a sibling of the LangChain model span (both keep their timing; the breakdown still
+counts the time once, along the critical path). LangChain has no embeddings callback: embedding calls made by a vector store are not spans
 unless their provider is instrumented. ``gen_ai.retrieval.top_k`` is not known from callbacks.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
@@ -99,12 +99,102 @@ class _UsageParser:
         return value if isinstance(value, int) else None
 
 
-class _ModelRun:
-    __slots__ = ("recorder", "span")
+class _StreamSlot:
+    """The model span of one ``BaseChatModel.stream()`` call, once its run has started."""
 
-    def __init__(self, span: Span, recorder: StreamRecorder) -> None:
+    __slots__ = ("span", "token")
+
+    def __init__(self) -> None:
+        self.span: Span | None = None
+        self.token: Any = None
+
+
+# Set only during one step of a chat model's stream (never across a yield): the model run that
+# starts in that step makes its span current until the step ends, so the provider's request,
+# sent in the same step, is made beneath it.
+_stream_slot: ContextVar[_StreamSlot | None] = ContextVar("llmtrace_langchain_stream", default=None)
+
+
+def _enter_step(slot: _StreamSlot) -> tuple[bool, Any]:
+    if slot.span is None:
+        return True, _stream_slot.set(slot)
+    return False, otel_context.attach(trace.set_span_in_context(slot.span))
+
+
+def _leave_step(slot: _StreamSlot, entered: tuple[bool, Any]) -> None:
+    waiting, token = entered
+    if waiting:
+        if slot.token is not None:
+            otel_context.detach(slot.token)
+            slot.token = None
+        _stream_slot.reset(token)
+    else:
+        otel_context.detach(token)
+
+
+def _stepped(iterator: Iterator[Any]) -> Iterator[Any]:
+    """``iterator``, each step run with the stream's model span current (see :data:`_stream_slot`)."""
+    slot = _StreamSlot()
+    try:
+        while True:
+            entered = _enter_step(slot)
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                _leave_step(slot, entered)
+            yield chunk
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+async def _astepped(iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    slot = _StreamSlot()
+    try:
+        while True:
+            entered = _enter_step(slot)
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                _leave_step(slot, entered)
+            yield chunk
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class _ModelRun:
+    __slots__ = ("parent_run_id", "recorder", "span")
+
+    def __init__(self, span: Span, recorder: StreamRecorder, parent_run_id: UUID | None) -> None:
         self.span = span
         self.recorder = recorder
+        self.parent_run_id = parent_run_id
+
+
+class _PostprocessRun:
+    """An output parser's run, whose span is made when it ends (see ``_end_postprocess``)."""
+
+    __slots__ = ("attributes", "name", "parent", "parent_run_id", "started_at")
+
+    def __init__(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        parent: otel_context.Context | None,
+        parent_run_id: UUID | None,
+    ) -> None:
+        self.name = name
+        self.attributes = attributes
+        self.parent = parent
+        self.parent_run_id = parent_run_id
+        self.started_at = time.time_ns()
 
 
 def _is_count(value: Any) -> bool:
@@ -210,13 +300,16 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def __init__(self) -> None:
         super().__init__()
         self._runs: dict[UUID, Any] = {}
-        self._lock = threading.Lock()
+        # Parent run id -> when a model run under it last ended (unix ns); removed with the parent.
+        self._model_ended: dict[UUID, int] = {}
 
     # --- the map of runs in flight -----------------------------------------------------------
 
     def span_of(self, run_id: Any) -> Span | None:
         entry = self._runs.get(run_id)
         if entry is None or entry is _SKIPPED:
+            return None
+        if isinstance(entry, _PostprocessRun):
             return None
         return entry.span if isinstance(entry, _ModelRun) else entry
 
@@ -226,6 +319,8 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             parent = self._runs.get(parent_run_id)
             if parent is _SKIPPED:
                 return _SKIPPED
+            if isinstance(parent, _PostprocessRun):
+                return parent.parent
             if parent is not None:
                 span = parent.span if isinstance(parent, _ModelRun) else parent
                 if not span.get_span_context().trace_flags.sampled:
@@ -263,8 +358,13 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
         entry = self._runs.pop(run_id, None)
         if entry is None or entry is _SKIPPED:
             return None
+        # A model run that ended under this run is of no more use for its parsers' spans.
+        self._model_ended.pop(run_id, None)
         if isinstance(entry, _ModelRun):
             return entry
+        if isinstance(entry, _PostprocessRun):
+            self._end_postprocess(entry, error)
+            return None
         try:
             if error is not None:
                 record_error(entry, error)
@@ -299,9 +399,46 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
                 attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.OP_INVOKE_AGENT
                 attributes[semconv.GEN_AI_AGENT_NAME] = str(name)
                 name = f"{semconv.OP_INVOKE_AGENT} {name}"
-            self._start(run_id, parent_run_id, str(name), attributes)
+            if stage == "postprocess":
+                self._start_postprocess(run_id, parent_run_id, str(name), attributes)
+            else:
+                self._start(run_id, parent_run_id, str(name), attributes)
         except Exception:
             log_once(logger, "LangChain chain span start failed")
+
+    def _start_postprocess(
+        self, run_id: UUID, parent_run_id: UUID | None, name: str, attributes: dict[str, Any]
+    ) -> None:
+        if len(self._runs) >= _MAX_RUNS:
+            return
+        parent = self._parent_context(parent_run_id)
+        if parent is _SKIPPED:
+            self._runs[run_id] = _SKIPPED
+            return
+        context = parent if isinstance(parent, otel_context.Context) else None
+        if context is None:
+            # Started now, in the current context: remembered for the span made at the end.
+            context = otel_context.get_current()
+        self._runs[run_id] = _PostprocessRun(name, attributes, context, parent_run_id)
+
+    def _end_postprocess(self, run: _PostprocessRun, error: BaseException | None) -> None:
+        """In a streamed sequence the parser starts with the model before it and then only waits
+        for its chunks: its span starts when that model run ended, so the wait is not counted as
+        postprocessing (the model's own span has that time)."""
+        started_at = run.started_at
+        if run.parent_run_id is not None:
+            model_ended = self._model_ended.get(run.parent_run_id, 0)
+            started_at = max(started_at, model_ended)
+        span = get_tracer().start_span(
+            run.name, context=run.parent, attributes=run.attributes, start_time=started_at
+        )
+        try:
+            if error is not None:
+                record_error(span, error)
+            else:
+                span.set_status(STATUS_OK)
+        finally:
+            span.end()
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._safe_end(run_id)
@@ -434,8 +571,13 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             recorder = StreamRecorder(
                 span, started_at=started_at, parser=_UsageParser(), streaming=False
             )
-            self._runs[run_id] = _ModelRun(span, recorder)
+            self._runs[run_id] = _ModelRun(span, recorder, parent_run_id)
             watch_provider_calls(span)
+            slot = _stream_slot.get()
+            if slot is not None and slot.span is None:
+                # Detached by the stream's step that called here, before the step returns.
+                slot.span = span
+                slot.token = otel_context.attach(trace.set_span_in_context(span))
         except Exception:
             log_once(logger, "LangChain model span start failed")
 
@@ -463,12 +605,13 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
 
     def _end_model(self, run: _ModelRun, response: Any, error: BaseException | None) -> None:
         span, recorder = run.span, run.recorder
+        if run.parent_run_id is not None and run.parent_run_id in self._runs:
+            self._model_ended[run.parent_run_id] = time.time_ns()
         if provider_calls_under(span):
             # A provider span beneath owns TTFT and usage: this one is structure only.
-            with recorder._end_lock:
-                if recorder.ended:
-                    return
-                recorder.ended = True
+            if recorder.ended:  # its tokens were never fed to the recorder: end here, once
+                return
+            recorder.ended = True
             try:
                 span.set_attribute(semconv.STAGE, "other")
                 if error is not None:
@@ -564,11 +707,19 @@ class LangChainInstrumentor(LibraryInstrumentor):
             finally:
                 otel_context.detach(token)
 
+        def stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            return _stepped(wrapped(*args, **kwargs))
+
+        def astream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            return _astepped(wrapped(*args, **kwargs))
+
         chat_models = "langchain_core.language_models.chat_models"
         yield "langchain_core.callbacks.manager", "_configure", configure
         yield "langchain_core.runnables.config", "_set_config_context", set_config_context
         yield chat_models, "BaseChatModel._generate_with_cache", generate
         yield chat_models, "BaseChatModel._agenerate_with_cache", agenerate
+        yield chat_models, "BaseChatModel.stream", stream
+        yield chat_models, "BaseChatModel.astream", astream
 
     def _uninstrument(self, **kwargs: Any) -> None:
         super()._uninstrument(**kwargs)

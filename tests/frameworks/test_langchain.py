@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, TypedDict
 
+import openai
 import pytest
 import yaml
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -89,6 +90,9 @@ def _model(model_server: Any, **kwargs: Any) -> ChatOpenAI:
         api_key="k",
         streaming=True,
         max_retries=0,
+        # Its own async connections: LangChain shares one per base URL, bound to the event loop
+        # of its first use, and each test runs its own loop.
+        http_async_client=openai.DefaultAsyncHttpxClient(),
         **kwargs,
     )
     # The first request of a client pays for connecting and lazy imports: not the model's TTFT.
@@ -326,15 +330,28 @@ def test_runnable_parallel_and_batch_give_one_trace_per_input(
     _assert_bottleneck(report, "ttft", 0.4)
 
 
+async def _astream(chain: Any, question: str) -> str:
+    return "".join([chunk async for chunk in chain.astream(question)])
+
+
+@pytest.mark.parametrize("call", ["invoke", "stream", "ainvoke", "astream"])
 def test_with_openai_instrumented_too_the_model_call_counts_once(
-    model_server, spans, traced, tmp_path
+    call, model_server, spans, traced, tmp_path
 ):
     model_server.configure(first_token_delay=0.3, token_delay=0.002)
     registry.instrument(["openai"])
     try:
         chain = _model(model_server, stream_usage=True) | StrOutputParser()
         spans.clear()
-        assert chain.invoke("hi") == "Hello, world!"
+        if call == "invoke":
+            answer = chain.invoke("hi")
+        elif call == "stream":
+            answer = "".join(chain.stream("hi"))
+        elif call == "ainvoke":
+            answer = asyncio.run(chain.ainvoke("hi"))
+        else:
+            answer = asyncio.run(_astream(chain, "hi"))
+        assert answer == "Hello, world!"
     finally:
         registry.uninstrument(["openai"])
     (trace,) = _by_trace(spans).values()
