@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.stats import Interval, bootstrap_difference, percentile_sorted
 
 COMPARED = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95))

@@ -1,20 +1,17 @@
-"""The report: per-stage statistics across traces, the bottleneck, the tail and advice.
+"""Building the report: per-stage statistics across traces, the bottleneck, the tail and advice.
 
-``build_report`` turns a ``TraceSet`` into a ``Report``; ``Report.to_json`` writes the stable,
-versioned JSON (schema ``llmtrace.report/1``) and ``Report.from_json`` reads it back, so a saved
-report can be rendered or compared later without the traces.
+``build_report`` turns a ``TraceSet`` into a :class:`~llmtrace.analysis.report_model.Report`
+(the data model and its JSON live in :mod:`llmtrace.analysis.report_model`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmtrace import semconv as sc
@@ -27,326 +24,24 @@ from llmtrace.analysis.breakdown import (
 )
 from llmtrace.analysis.evidence import FactSink, ModelCall, root_facts
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
-from llmtrace.analysis.stats import Distribution, distribution, histogram
+from llmtrace.analysis.report_model import (
+    Bottleneck,
+    ModelUsage,
+    Report,
+    SlowTrace,
+    StageSummary,
+    Tail,
+    Waterfall,
+    WaterfallSpan,
+)
+from llmtrace.analysis.stats import distribution, histogram
 
 if TYPE_CHECKING:
     from llmtrace.analysis.native import NativeTraces
 
-SCHEMA = "llmtrace.report/1"
 SLOWEST = 10
 MAX_SAMPLES = 5000
 MAX_WATERFALL_SPANS = 300
-
-
-@dataclass(slots=True)
-class StageSummary:
-    distribution: Distribution
-    share: float
-    traces: int  # traces in which the stage took any time on the critical path
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.distribution.to_json()
-        data.pop("count", None)
-        data["share"] = self.share
-        data["traces"] = self.traces
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StageSummary:
-        return cls(Distribution.from_json(data), float(data["share"]), int(data.get("traces", 0)))
-
-
-@dataclass(slots=True)
-class ModelUsage:
-    calls: int
-    input_tokens: Distribution | None
-    output_tokens: Distribution | None
-    time_to_first_token: Distribution | None
-    output_tokens_per_second: Distribution | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "input_tokens": _dist_json(self.input_tokens),
-            "output_tokens": _dist_json(self.output_tokens),
-            "ttft": _dist_json(self.time_to_first_token),
-            "output_tokens_per_second": _dist_json(self.output_tokens_per_second),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ModelUsage:
-        return cls(
-            int(data["calls"]),
-            _dist(data.get("input_tokens")),
-            _dist(data.get("output_tokens")),
-            _dist(data.get("ttft")),
-            _dist(data.get("output_tokens_per_second")),
-        )
-
-
-@dataclass(slots=True)
-class SlowTrace:
-    trace_id: str
-    duration: float
-    root: str
-    stages: dict[str, float]
-    orphan: bool = False
-    url: str | None = None
-
-
-@dataclass(slots=True)
-class Bottleneck:
-    stage: str
-    share: float
-    advice: list[str]
-
-
-@dataclass(slots=True)
-class Tail:
-    """Traces above the end-to-end P95 against the median traces: where the extra time went."""
-
-    stage: str
-    growth: float
-    threshold: float
-    traces: int
-    tail_mean: float
-    median_mean: float
-    stages: dict[str, float]
-
-
-@dataclass(slots=True)
-class WaterfallSpan:
-    name: str
-    stage: str
-    start: float  # seconds after the trace's start
-    duration: float
-    depth: int
-    service: str | None = None
-
-
-@dataclass(slots=True)
-class Waterfall:
-    trace_id: str
-    duration: float
-    spans: list[WaterfallSpan]
-    critical_path: list[tuple[str, float, float]]  # (stage, start, end) seconds after the start
-    truncated: bool = False
-
-
-@dataclass(slots=True)
-class Report:
-    source: str
-    service: str | None
-    traces: int
-    end_to_end: Distribution | None
-    stages: dict[str, StageSummary]
-    ttft: Distribution | None
-    bottleneck: Bottleneck | None
-    tail: Tail | None
-    slowest: list[SlowTrace]
-    generation: Distribution | None = None
-    output_tokens_per_second: Distribution | None = None
-    models: dict[str, ModelUsage] = field(default_factory=dict)
-    evidence: Evidence = field(default_factory=Evidence)
-    ttft_histogram: dict[str, Any] = field(default_factory=dict)
-    waterfall: Waterfall | None = None
-    excluded_open: int = 0
-    excluded_warmup: int = 0
-    orphans: int = 0
-    warnings: list[str] = field(default_factory=list)
-    run: dict[str, Any] | None = None
-    jaeger_url: str | None = None
-    samples: dict[str, Any] = field(default_factory=dict)
-    generated_at: str = ""
-    llmtrace_version: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "source": self.source,
-            "service": self.service,
-            "traces": self.traces,
-            "end_to_end": _dist_json(self.end_to_end),
-            "stages": {stage: summary.to_json() for stage, summary in self.stages.items()},
-            "ttft": _dist_json(self.ttft),
-            "bottleneck": None
-            if self.bottleneck is None
-            else {
-                "stage": self.bottleneck.stage,
-                "share": self.bottleneck.share,
-                "advice": list(self.bottleneck.advice),
-            },
-            "tail": None
-            if self.tail is None
-            else {
-                "stage": self.tail.stage,
-                "growth": self.tail.growth,
-                "threshold": self.tail.threshold,
-                "traces": self.tail.traces,
-                "tail_mean": self.tail.tail_mean,
-                "median_mean": self.tail.median_mean,
-                "stages": dict(self.tail.stages),
-            },
-            "slowest": [
-                {
-                    "trace_id": slow.trace_id,
-                    "duration": slow.duration,
-                    "root": slow.root,
-                    "stages": dict(slow.stages),
-                    "orphan": slow.orphan,
-                    "url": slow.url,
-                }
-                for slow in self.slowest
-            ],
-            "generation": _dist_json(self.generation),
-            "output_tokens_per_second": _dist_json(self.output_tokens_per_second),
-            "models": {name: usage.to_json() for name, usage in self.models.items()},
-            "evidence": self.evidence.to_json(),
-            "ttft_histogram": self.ttft_histogram,
-            "waterfall": None if self.waterfall is None else _waterfall_json(self.waterfall),
-            "excluded_open": self.excluded_open,
-            "excluded_warmup": self.excluded_warmup,
-            "orphans": self.orphans,
-            "warnings": list(self.warnings),
-            "run": self.run,
-            "jaeger_url": self.jaeger_url,
-            "generated_at": self.generated_at,
-            "llmtrace_version": self.llmtrace_version,
-            "samples": self.samples,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Report:
-        schema = data.get("schema")
-        if schema != SCHEMA:
-            raise ValueError(f"not an llmtrace report (schema {schema!r}, expected {SCHEMA!r})")
-        bottleneck = data.get("bottleneck")
-        tail = data.get("tail")
-        return cls(
-            source=str(data.get("source", "")),
-            service=data.get("service"),
-            traces=int(data.get("traces", 0)),
-            end_to_end=_dist(data.get("end_to_end")),
-            stages={
-                stage: StageSummary.from_json(summary)
-                for stage, summary in (data.get("stages") or {}).items()
-            },
-            ttft=_dist(data.get("ttft")),
-            bottleneck=None
-            if not bottleneck
-            else Bottleneck(
-                str(bottleneck["stage"]),
-                float(bottleneck["share"]),
-                [str(line) for line in bottleneck.get("advice", [])],
-            ),
-            tail=None
-            if not tail
-            else Tail(
-                stage=str(tail["stage"]),
-                growth=float(tail["growth"]),
-                threshold=float(tail.get("threshold", math.nan)),
-                traces=int(tail.get("traces", 0)),
-                tail_mean=float(tail.get("tail_mean", math.nan)),
-                median_mean=float(tail.get("median_mean", math.nan)),
-                stages={k: float(v) for k, v in (tail.get("stages") or {}).items()},
-            ),
-            slowest=[
-                SlowTrace(
-                    trace_id=str(item["trace_id"]),
-                    duration=float(item["duration"]),
-                    root=str(item.get("root", "")),
-                    stages={k: float(v) for k, v in (item.get("stages") or {}).items()},
-                    orphan=bool(item.get("orphan", False)),
-                    url=item.get("url"),
-                )
-                for item in data.get("slowest") or []
-            ],
-            generation=_dist(data.get("generation")),
-            output_tokens_per_second=_dist(data.get("output_tokens_per_second")),
-            models={
-                name: ModelUsage.from_json(usage)
-                for name, usage in (data.get("models") or {}).items()
-            },
-            evidence=Evidence.from_json(data.get("evidence") or {}),
-            ttft_histogram=data.get("ttft_histogram") or {},
-            waterfall=_waterfall(data.get("waterfall")),
-            excluded_open=int(data.get("excluded_open", 0)),
-            excluded_warmup=int(data.get("excluded_warmup", 0)),
-            orphans=int(data.get("orphans", 0)),
-            warnings=[str(w) for w in data.get("warnings") or []],
-            run=data.get("run"),
-            jaeger_url=data.get("jaeger_url"),
-            samples=data.get("samples") or {},
-            generated_at=str(data.get("generated_at", "")),
-            llmtrace_version=str(data.get("llmtrace_version", "")),
-        )
-
-
-def _dist_json(value: Distribution | None) -> dict[str, Any] | None:
-    return None if value is None else value.to_json()
-
-
-def _dist(data: dict[str, Any] | None) -> Distribution | None:
-    return None if not data else Distribution.from_json(data)
-
-
-def _waterfall_json(waterfall: Waterfall) -> dict[str, Any]:
-    return {
-        "trace_id": waterfall.trace_id,
-        "duration": waterfall.duration,
-        "truncated": waterfall.truncated,
-        "spans": [
-            {
-                "name": span.name,
-                "stage": span.stage,
-                "start": span.start,
-                "duration": span.duration,
-                "depth": span.depth,
-                "service": span.service,
-            }
-            for span in waterfall.spans
-        ],
-        "critical_path": [list(segment) for segment in waterfall.critical_path],
-    }
-
-
-def _waterfall(data: dict[str, Any] | None) -> Waterfall | None:
-    if not data:
-        return None
-    return Waterfall(
-        trace_id=str(data["trace_id"]),
-        duration=float(data["duration"]),
-        truncated=bool(data.get("truncated", False)),
-        spans=[
-            WaterfallSpan(
-                name=str(s["name"]),
-                stage=str(s["stage"]),
-                start=float(s["start"]),
-                duration=float(s["duration"]),
-                depth=int(s["depth"]),
-                service=s.get("service"),
-            )
-            for s in data.get("spans", [])
-        ],
-        critical_path=[(str(s), float(a), float(b)) for s, a, b in data.get("critical_path", [])],
-    )
-
-
-def load_report_file(path: Path) -> Report | None:
-    """A saved JSON report at ``path``, or None when the file holds traces instead."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return None
-    if b'"llmtrace.report/' not in head:
-        return None
-    try:
-        return Report.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError) as exc:
-        from llmtrace.errors import SourceError
-
-        raise SourceError(f"{path}: not a readable llmtrace report ({exc})") from None
 
 
 # --- building ----------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from llmtrace.analysis.compare import Comparison, compare
-from llmtrace.analysis.report import Report, build_report
+from llmtrace.analysis.report import build_report
+from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.bench.runner import BenchResult
 from llmtrace.bench.runs import RUN_KEY, load_run, resolve_run, run_metadata

@@ -17,7 +17,7 @@ from llmtrace.commands.report import (
 from llmtrace.errors import CommandError
 
 if TYPE_CHECKING:
-    from llmtrace.analysis.report import Report
+    from llmtrace.analysis.report_model import Report
 
 HELP = "Compare two runs (trace sources or saved JSON reports): per-stage deltas and verdicts."
 EXAMPLES = (

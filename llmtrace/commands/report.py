@@ -13,7 +13,7 @@ from llmtrace.errors import CommandError
 
 if TYPE_CHECKING:
     from llmtrace.analysis.model import TraceSet
-    from llmtrace.analysis.report import Report
+    from llmtrace.analysis.report_model import Report
 
 HELP = "Break traces down by stage (P50/P90/P95/P99), name the bottleneck and advise."
 EXAMPLES = (
@@ -209,7 +209,7 @@ def report_from_traces(
 
 def report_from_source(source: str, args: argparse.Namespace) -> Report:
     """Build a report from a trace source, or read a saved one."""
-    from llmtrace.analysis.report import load_report_file
+    from llmtrace.analysis.report_model import load_report_file
     from llmtrace.analysis.sources import is_jaeger_url
 
     if not is_jaeger_url(source):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 from llmtrace.demo.rag import RagSettings
 
 CAPPED_MAX_TOKENS = 64

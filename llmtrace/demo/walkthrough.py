@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from llmtrace.analysis.compare import compare
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 from llmtrace.bench.execute import run_bench
 from llmtrace.bench.questions import QuestionSet
 from llmtrace.bench.reporting import build_run_report, report_document

@@ -10,7 +10,7 @@ import html
 from pathlib import Path
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.units import format_count, format_seconds, format_share
 
 STAGE_COLORS = {

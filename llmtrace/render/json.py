@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from llmtrace.analysis.compare import Comparison
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 
 
 def _finite(value: Any) -> Any:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtrace.analysis.compare import END_TO_END, Comparison
-from llmtrace.analysis.report import Report
+from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
     format_count,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from llmtrace.analysis.report import Bottleneck, Report
+from llmtrace.analysis.report_model import Bottleneck, Report
 from llmtrace.demo.optimise import choose_optimisation
 from llmtrace.demo.rag import RagSettings
 
