@@ -1,4 +1,4 @@
-"""``litellm``: one model span per ``completion`` / ``acompletion`` / ``embedding`` / ``aembedding``.
+"""``litellm``: one model span per ``completion``, ``embedding`` or ``responses`` call (and async).
 
 LiteLLM is a framework over many providers; for some (OpenAI, Azure, OpenAI-compatible servers)
 it calls the ``openai`` SDK, for others (Anthropic, Gemini, Bedrock, ...) it speaks HTTP itself.
@@ -9,7 +9,7 @@ this span instead of adding its own (and injects this span's ``traceparent``).
 
 Streams come back as LiteLLM's ``CustomStreamWrapper`` (iterable sync and async); they are handed
 to the shared :class:`~llmtrace.streaming.StreamRecorder` with :class:`StreamChunkParser`, which
-knows LiteLLM's ``ModelResponseStream`` chunks. A provider LiteLLM calls lazily, on the first
+knows LiteLLM's ``ModelResponseStream`` chunks; Responses API streams with :class:`ResponsesParser`. A provider LiteLLM calls lazily, on the first
 chunk (Vertex AI, Gemini, ...), sends its request inside the model call too.
 
 The span's clock starts when LiteLLM is called, so its TTFT includes LiteLLM's own preparation
@@ -41,15 +41,17 @@ from llmtrace.instrumentation._base import (
     enter_model_call,
     get_tracer,
     leave_model_call,
+    note_provider_call,
     should_trace,
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import field_of, fields_of
-from llmtrace.instrumentation.openai import usage_attributes
+from llmtrace.instrumentation.openai import ResponsesEventParser, usage_attributes
 from llmtrace.instrumentation.provider import provider_name
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
     STATUS_OK,
+    ChunkParser,
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
@@ -86,6 +88,7 @@ _OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "custom_open
 _REQUEST_PARAMETERS: dict[str, str] = {
     "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
     "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "max_output_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
     "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
     "top_p": semconv.GEN_AI_REQUEST_TOP_P,
     "seed": semconv.GEN_AI_REQUEST_SEED,
@@ -145,13 +148,26 @@ def _request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
     return attributes
 
 
-def _start(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall | None:
+# The LiteLLM functions traced: name -> (gen_ai.operation.name, position of ``model`` among the
+# positional arguments).
+_CHAT = "chat"
+_EMBEDDINGS = "embeddings"
+_RESPONSES = "responses"
+_APIS: dict[str, tuple[str, int]] = {
+    _CHAT: (semconv.OP_CHAT, 0),
+    _EMBEDDINGS: (semconv.OP_EMBEDDINGS, 0),
+    _RESPONSES: (semconv.OP_CHAT, 1),  # responses(input, model, ...)
+}
+
+
+def _start(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall | None:
     """The model call's span, or None when this call is not traced (the gate, or a model call
     already in flight: LiteLLM inside another framework's model call adds nothing)."""
     if current_model_call() is not None or not should_trace():
         return None
     try:
-        model = kwargs.get("model", args[0] if args else None)
+        operation, model_position = _APIS[api]
+        model = kwargs.get("model", args[model_position] if len(args) > model_position else None)
         if not isinstance(model, str):
             return None
         api_base = kwargs.get("api_base") or kwargs.get("base_url")
@@ -168,13 +184,16 @@ def _start(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Mod
             **endpoint,
             semconv.GEN_AI_REQUEST_MODEL: sent_model,
         }
-        if operation != semconv.OP_EMBEDDINGS:
+        if api != _EMBEDDINGS:
             attributes[semconv.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
             attributes.update(_request_attributes(kwargs))
         started_at = time.monotonic()
         span = get_tracer().start_span(
             f"{operation} {sent_model}", kind=SpanKind.CLIENT, attributes=attributes
         )
+        # Under a framework's model span (LangChain's ChatLiteLLM), this span is the one closest
+        # to the wire: it owns TTFT and usage, and the framework's span becomes structure.
+        note_provider_call()
         return ModelCall(span, started_at)
     except Exception:
         log_once(logger, "litellm model call span start failed")
@@ -312,19 +331,27 @@ async def _awaited_in(awaitable: Any, call: ModelCall) -> Any:
         leave_model_call(in_flight)
 
 
-def _finish(result: Any, call: ModelCall, operation: str, asynchronous: bool) -> Any:
+def _finish(result: Any, call: ModelCall, api: str, asynchronous: bool) -> Any:
     """A stream is handed to the recorder (the span ends with it); a whole response ends it now."""
-    if operation != semconv.OP_EMBEDDINGS and _is_stream(result):
+    parser = _stream_parser(result, api)
+    if parser is not None:
         call.headers_received()
         make_call = getattr(result, "make_call", None)
         if make_call is not None and getattr(result, "completion_stream", None) is None:
             result.make_call = _in_model_call(make_call, call)
-        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=StreamChunkParser())
+        recorder = StreamRecorder(call.span, started_at=call.started_at, parser=parser)
         return (TracedAsyncStream if asynchronous else TracedStream)(result, recorder)
     span = call.span
     try:
         if span.is_recording():
-            _record_response(span, result, operation == semconv.OP_EMBEDDINGS)
+            if api == _RESPONSES:
+                # A whole Responses API object says what its stream's final event would say.
+                whole = ResponsesParser()
+                whole.id, whole.model = field_of(result, "id"), field_of(result, "model")
+                whole.final = result
+                whole.finish(span)
+            else:
+                _record_response(span, result, api == _EMBEDDINGS)
         span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "litellm response recording failed")
@@ -333,10 +360,45 @@ def _finish(result: Any, call: ModelCall, operation: str, asynchronous: bool) ->
     return result
 
 
-def _is_stream(result: Any) -> bool:
-    from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+def _provider_response_id(response_id: Any) -> Any:
+    """The provider's id of a whole Responses API object: LiteLLM hands the caller an id of its
+    own, which encodes the provider and the provider's id (so a later call can be routed back)."""
+    if not isinstance(response_id, str):
+        return response_id
+    try:
+        from litellm.responses.utils import ResponsesAPIRequestUtils
 
-    return isinstance(result, CustomStreamWrapper)
+        decoded = ResponsesAPIRequestUtils.decode_responses_api_response_id(response_id)
+        original = field_of(decoded, "response_id")
+        return original if isinstance(original, str) and original else response_id
+    except Exception:
+        return response_id
+
+
+class ResponsesParser(ResponsesEventParser):
+    """OpenAI's Responses API events, as LiteLLM relays them for every provider, with the
+    provider's response id (LiteLLM hands the caller one of its own)."""
+
+    __slots__ = ()
+
+    def finish(self, span: Span) -> None:
+        self.id = _provider_response_id(self.id)
+        super().finish(span)
+
+
+def _stream_parser(result: Any, api: str) -> ChunkParser | None:
+    """The parser for ``result`` if it is one of LiteLLM's streams, else None."""
+    if api == _CHAT:
+        from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+        return StreamChunkParser() if isinstance(result, CustomStreamWrapper) else None
+    if api == _RESPONSES:
+        from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
+
+        # LiteLLM's Responses API events have OpenAI's shape, whatever the provider.
+        is_stream = isinstance(result, BaseResponsesAPIStreamingIterator)
+        return ResponsesParser() if is_stream else None
+    return None
 
 
 def _fail(call: ModelCall, exc: BaseException) -> None:
@@ -355,9 +417,9 @@ def _fail(call: ModelCall, exc: BaseException) -> None:
         end_model_span(span, call.started_at)
 
 
-def _sync_wrapper(operation: str) -> Callable[..., Any]:
+def _sync_wrapper(api: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _start(operation, args, kwargs)
+        call = _start(api, args, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
         in_flight = enter_model_call(call)
@@ -370,7 +432,7 @@ def _sync_wrapper(operation: str) -> Callable[..., Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish(result, call, operation, asynchronous=False)
+            return _finish(result, call, api, asynchronous=False)
         except Exception:
             log_once(logger, "litellm model call span end failed")
             call.span.end()
@@ -379,9 +441,9 @@ def _sync_wrapper(operation: str) -> Callable[..., Any]:
     return wrapper
 
 
-def _async_wrapper(operation: str) -> Callable[..., Any]:
+def _async_wrapper(api: str) -> Callable[..., Any]:
     async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _start(operation, args, kwargs)
+        call = _start(api, args, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
         in_flight = enter_model_call(call)
@@ -394,7 +456,7 @@ def _async_wrapper(operation: str) -> Callable[..., Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish(result, call, operation, asynchronous=True)
+            return _finish(result, call, api, asynchronous=True)
         except Exception:
             log_once(logger, "litellm model call span end failed")
             call.span.end()
@@ -404,7 +466,7 @@ def _async_wrapper(operation: str) -> Callable[..., Any]:
 
 
 class LiteLLMInstrumentor(LibraryInstrumentor):
-    """Traces ``litellm.completion`` / ``acompletion`` / ``embedding`` / ``aembedding``."""
+    """Traces ``litellm.completion`` / ``embedding`` / ``responses`` and their async twins."""
 
     package = "litellm"
     supported = ">= 1.70, < 2"
@@ -412,7 +474,9 @@ class LiteLLMInstrumentor(LibraryInstrumentor):
     def patches(self) -> Iterable[PatchRow]:
         # Only the public names: acompletion and aembedding call completion and embedding
         # through litellm.main's own references, which stay unwrapped (one span per call).
-        yield ("litellm", "completion", _sync_wrapper(semconv.OP_CHAT))
-        yield ("litellm", "acompletion", _async_wrapper(semconv.OP_CHAT))
-        yield ("litellm", "embedding", _sync_wrapper(semconv.OP_EMBEDDINGS))
-        yield ("litellm", "aembedding", _async_wrapper(semconv.OP_EMBEDDINGS))
+        yield ("litellm", "completion", _sync_wrapper(_CHAT))
+        yield ("litellm", "acompletion", _async_wrapper(_CHAT))
+        yield ("litellm", "embedding", _sync_wrapper(_EMBEDDINGS))
+        yield ("litellm", "aembedding", _async_wrapper(_EMBEDDINGS))
+        yield ("litellm", "responses", _sync_wrapper(_RESPONSES))
+        yield ("litellm", "aresponses", _async_wrapper(_RESPONSES))
