@@ -106,8 +106,15 @@ def is_model_call(span: Span) -> bool:
 
 
 def _is_unstaged_model_call(attributes: dict[str, Any]) -> bool:
-    return attributes.get(sc.GEN_AI_OPERATION_NAME) in _MODEL_OPERATIONS and (
-        sc.TIME_TO_FIRST_TOKEN in attributes or sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attributes
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
+    # an operation name may be any attribute value, an array among them: not one to look up
+    return (
+        operation.__class__ is str
+        and operation in _MODEL_OPERATIONS
+        and (
+            sc.TIME_TO_FIRST_TOKEN in attributes
+            or sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attributes
+        )
     )
 
 

@@ -18,9 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmtrace import semconv as sc
 from llmtrace.analysis.evidence import FactSink, ModelCall
 from llmtrace.analysis.model import Span, Trace
-from llmtrace.analysis.otlp import link_children
+from llmtrace.analysis.otlp import link_children, stage_name
 
 try:
     import llmtrace_native as _native
@@ -28,6 +29,7 @@ except ImportError:  # not built: the pure-Python path is used
     _native = None  # type: ignore[assignment]
 
 _OFF = frozenset({"0", "false", "no", "off"})
+_STAGE = sc.STAGE
 
 
 def available() -> bool:
@@ -107,12 +109,13 @@ class NativeTraces:
         trace_id, root_id, orphan, *_ = self.selected[index]
         roots = self._trees.get(trace_id)
         if roots is None:
-            spans = {
-                span_id: Span(span_id, parent, name, kind, start, end, attributes, service)
-                for span_id, parent, name, kind, start, end, attributes, service in (
-                    self._store.trace_spans(index)
-                )
-            }
+            spans: dict[str, Span] = {}
+            # (span id, parent id, name, kind, start, end, attributes, service): a Span's fields
+            for fields in self._store.trace_spans(index):
+                span = Span(*fields)
+                if _STAGE in span.attributes:
+                    span.attributes[_STAGE] = stage_name(span.attributes[_STAGE])
+                spans[span.span_id] = span
             roots = self._trees[trace_id] = link_children(spans)
         (root,) = [span for span in roots if span.span_id == root_id]
         return Trace(trace_id, root, orphan=orphan)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from math import isfinite
 from typing import Any
+
+import orjson
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.model import Span, Trace
@@ -81,6 +84,9 @@ HASHED_ATTRIBUTES: frozenset[str] = frozenset(
     {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_RETRIEVAL_QUERY_TEXT}
 )
 _intern = sys.intern
+_STAGE = sc.STAGE
+_MIN_INT64 = -(2**63)
+_MAX_INT64 = 2**63 - 1
 
 
 class OTLPFormatError(ValueError):
@@ -97,33 +103,102 @@ def normalize_id(raw: str, hex_length: int) -> str:
         return raw.lower()
 
 
-def attribute_value(value: Mapping[str, Any]) -> Any:
-    """Decode an OTLP ``AnyValue`` object to a Python value."""
+def integer(value: Any) -> int:
+    """An OTLP/JSON 64-bit integer: a JSON number, or a string ``int()`` reads (OTLP/JSON writes
+    64-bit integers as strings). Raises ``ValueError`` or ``TypeError`` for anything else."""
+    if value.__class__ is str:
+        if not value.isascii():  # int() would read other scripts' digits too
+            raise ValueError(f"invalid integer {value!r}")
+        number = int(value)
+    elif value.__class__ is int:
+        number = value
+    elif value.__class__ is float:
+        number = int(value)
+    else:
+        raise TypeError(f"expected an integer, not {type(value).__name__}")
+    if not _MIN_INT64 <= number <= _MAX_INT64:
+        raise ValueError(f"integer out of range: {value!r}")
+    return number
+
+
+def double(value: Any) -> float | None:
+    """An OTLP/JSON double: a JSON number, or a string ``float()`` reads. "NaN" and "Infinity"
+    are no value (None): every number the analysis reads is a duration or a count, which they
+    cannot be. Raises ``ValueError`` or ``TypeError`` for anything else."""
+    if value.__class__ is float:
+        number = value
+    elif value.__class__ is int or (value.__class__ is str and value.isascii()):
+        number = float(value)
+    else:
+        raise TypeError(f"expected a number, not {value!r}")
+    return number if isfinite(number) else None
+
+
+def _items(value: Any, what: str) -> list[Any]:
+    """A JSON array of OTLP data; missing or null is empty, anything else is not OTLP."""
+    if value is None:
+        return []
+    if value.__class__ is not list:
+        raise TypeError(f"{what} is not an array")
+    return value
+
+
+def attribute_value(value: Any) -> Any:
+    """Decode an OTLP ``AnyValue`` object to a Python value.
+
+    The first of its fields present decides, in the order tested here; a field that does not hold
+    what its name says (a ``stringValue`` that is not a string) makes it unreadable:
+    ``TypeError`` or ``ValueError``, as for any span that is not OTLP.
+    """
+    if value.__class__ is not dict:
+        raise TypeError("an attribute value is not a JSON object")
     if "stringValue" in value:
-        return value["stringValue"]
+        return _text(value["stringValue"], "stringValue")
     if "doubleValue" in value:
-        return float(value["doubleValue"])
+        return double(value["doubleValue"])
     if "intValue" in value:
-        return int(value["intValue"])
+        return integer(value["intValue"])
     if "boolValue" in value:
         flag = value["boolValue"]
         return flag if isinstance(flag, bool) else str(flag).lower() == "true"
     if "arrayValue" in value:
-        return [attribute_value(item) for item in value["arrayValue"].get("values", ())]
+        return [attribute_value(item) for item in _values(value["arrayValue"])]
     if "kvlistValue" in value:
-        return {
-            kv["key"]: attribute_value(kv.get("value", {}))
-            for kv in value["kvlistValue"].get("values", ())
-        }
+        return dict(_entry(kv) for kv in _values(value["kvlistValue"]))
     if "bytesValue" in value:
-        return value["bytesValue"]
+        return _text(value["bytesValue"], "bytesValue")
     return None
 
 
-def _service_name(resource: Mapping[str, Any] | None) -> str | None:
+def _text(value: Any, what: str) -> str:
+    if value.__class__ is not str:
+        raise TypeError(f"{what} is not a string")
+    return value
+
+
+def _values(container: Any) -> list[Any]:
+    if container.__class__ is not dict:
+        raise TypeError("an arrayValue or kvlistValue is not a JSON object")
+    return _items(container.get("values"), "values")
+
+
+def _entry(kv: Any) -> tuple[str, Any]:
+    if kv.__class__ is not dict:
+        raise TypeError("a kvlistValue entry is not a JSON object")
+    value = kv.get("value")
+    return _text(kv["key"], "key"), None if value is None else attribute_value(value)
+
+
+def stage_name(value: Any) -> Any:
+    """A ``llmtrace.stage`` value the analysis can look up in its sets and dicts: an array or a
+    map names no stage, and reads as an unknown name does, ``other``."""
+    return "other" if value.__class__ is list or value.__class__ is dict else value
+
+
+def _service_name(resource: Any) -> str | None:
     if not resource:
         return None
-    for attr in resource.get("attributes", ()):
+    for attr in _items(resource.get("attributes"), "attributes"):
         if attr.get("key") == "service.name":
             name = attribute_value(attr.get("value", {}))
             return _intern(name) if isinstance(name, str) else None
@@ -153,12 +228,17 @@ class SpanCollector:
         if resource_spans is None:
             raise OTLPFormatError("no resourceSpans in this JSON object")
         added = 0
-        for resource_span in resource_spans:
+        for resource_span in _items(resource_spans, "resourceSpans"):
             service = _service_name(resource_span.get("resource"))
-            for scope_span in resource_span.get("scopeSpans", ()):
-                added += self._add_spans(scope_span.get("spans", ()), service)
+            for scope_span in _items(resource_span.get("scopeSpans"), "scopeSpans"):
+                added += self._add_spans(_items(scope_span.get("spans"), "spans"), service)
         self.span_count += added
         return added
+
+    def add_documents(self, documents: Iterable[Any]) -> None:
+        """Add the spans of every document; stops at the first that is not OTLP trace data."""
+        for document in documents:
+            self.add_document(document)
 
     def _add_spans(self, raw_spans: Iterable[Any], service: str | None) -> int:
         # The hot loop of ``llmtrace report``: locals instead of globals and attribute lookups,
@@ -168,14 +248,20 @@ class SpanCollector:
         hashed = HASHED_ATTRIBUTES
         intern = _intern
         decode = attribute_value
+        to_int = integer
+        to_float = double
+        min_int = _MIN_INT64
+        max_int = _MAX_INT64
         added = 0
         for raw in raw_spans:
             trace_id = raw["traceId"]
             trace_id = trace_id.lower() if len(trace_id) == 32 else normalize_id(trace_id, 32)
             span_id = raw["spanId"]
             span_id = span_id.lower() if len(span_id) == 16 else normalize_id(span_id, 16)
-            parent_id = raw.get("parentSpanId") or None
-            if parent_id is not None:
+            parent_id = raw.get("parentSpanId")
+            if parent_id is None or parent_id == "":
+                parent_id = None  # a root
+            else:
                 parent_id = (
                     parent_id.lower() if len(parent_id) == 16 else normalize_id(parent_id, 16)
                 )
@@ -183,35 +269,47 @@ class SpanCollector:
             if kind.__class__ is not int:
                 kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
             attributes: dict[str, Any] = {}
-            for attr in raw.get("attributes", ()):
+            raw_attributes = raw.get("attributes")
+            if raw_attributes.__class__ is not list:
+                raw_attributes = _items(raw_attributes, "attributes")
+            for attr in raw_attributes:
                 key = attr["key"]
                 if key in kept:
                     value = attr["value"]
                     if "stringValue" in value:
                         attributes[intern(key)] = intern(value["stringValue"])
-                    elif "intValue" in value:
-                        attributes[intern(key)] = int(value["intValue"])
                     elif "doubleValue" in value:
-                        attributes[intern(key)] = float(value["doubleValue"])
+                        number = value["doubleValue"]
+                        attributes[intern(key)] = (
+                            number if number.__class__ is float else to_float(number)
+                        )
+                    elif "intValue" in value:
+                        number = value["intValue"]
+                        if number.__class__ is str and len(number) < 19 and number.isascii():
+                            attributes[intern(key)] = int(number)  # 18 characters fit 64 bits
+                        else:
+                            attributes[intern(key)] = to_int(number)
                     else:
-                        attributes[intern(key)] = decode(value)
+                        value = decode(value)
+                        attributes[intern(key)] = stage_name(value) if key == _STAGE else value
                 elif key in hashed:
                     attributes[intern(key)] = hash(str(decode(attr["value"])))
+            name = raw.get("name")
+            name = "" if name is None else intern(name)
+            # times are strings of ASCII digits, as OTLP/JSON writes 64-bit integers, or else
+            # integer() says what they are
+            start = raw.get("startTimeUnixNano") or 0
+            start = int(start) if start.__class__ is str and start.isascii() else to_int(start)
+            end = raw.get("endTimeUnixNano") or 0
+            end = int(end) if end.__class__ is str and end.isascii() else to_int(end)
+            if not (min_int <= start <= max_int and min_int <= end <= max_int):
+                raise ValueError(f"time out of range: {start}, {end}")
             spans = by_trace.get(trace_id)
             if spans is None:
                 spans = by_trace[trace_id] = {}
             elif span_id in spans:
                 continue  # the same span read twice (overlapping files or query pages)
-            spans[span_id] = Span(
-                span_id,
-                parent_id,
-                intern(raw.get("name", "")),
-                kind,
-                int(raw.get("startTimeUnixNano") or 0),
-                int(raw.get("endTimeUnixNano") or 0),
-                attributes,
-                service,
-            )
+            spans[span_id] = Span(span_id, parent_id, name, kind, start, end, attributes, service)
             added += 1
         return added
 
@@ -250,6 +348,33 @@ def link_children(spans: Mapping[str, Span]) -> list[Span]:
         else:
             parent.children = [span]
     return roots
+
+
+_JSON_SPACE = " \t\r\n"
+
+
+def documents_from_text(text: str) -> Iterator[Any]:
+    """Decode one or more JSON documents written back to back (a whole-file JSON trace file),
+    with the rules a trace file's lines are read by (orjson's): no NaN, no text that is not
+    UTF-8, at most 1024 levels of nesting. Raises ``orjson.JSONDecodeError`` at the first error.
+    """
+    start = 0
+    length = len(text)
+    while True:
+        while start < length and text[start] in _JSON_SPACE:
+            start += 1
+        if start >= length:
+            return
+        rest = text[start:] if start else text
+        try:
+            yield orjson.loads(rest)
+            return
+        except orjson.JSONDecodeError as exc:
+            if exc.msg != "unexpected content after document":
+                raise
+            # another document follows this one: it ends where the next begins
+            yield orjson.loads(rest[: exc.pos])
+            start += exc.pos
 
 
 def documents_from_stream(text: str) -> Iterable[Any]:

@@ -18,7 +18,12 @@ import orjson
 
 from llmtrace.analysis import native
 from llmtrace.analysis.model import NANOS, Trace, TraceSet, cyclic_gc_paused
-from llmtrace.analysis.otlp import OTLPFormatError, SpanCollector, documents_from_stream
+from llmtrace.analysis.otlp import (
+    OTLPFormatError,
+    SpanCollector,
+    documents_from_stream,
+    documents_from_text,
+)
 from llmtrace.errors import SourceError
 
 MAX_WARNINGS = 50
@@ -212,18 +217,26 @@ def _read_file(path: Path, collector: SpanCollector, warnings: list[str]) -> Non
     try:
         with _open(path) as handle:
             if path.suffix == ".json" or path.name.endswith(".json.gz"):
-                # A whole-file JSON document (pretty-printed OTLP, a saved Jaeger answer).
-                text = handle.read().decode("utf-8", errors="replace")
-                try:
-                    for document in documents_from_stream(text):
-                        collector.add_document(document)
-                    return
-                except (json.JSONDecodeError, OTLPFormatError, KeyError, TypeError, ValueError):
-                    read_trace_lines(text.encode().splitlines(), str(path), collector, warnings)
-                    return
+                # A whole-file JSON document (pretty-printed OTLP, a saved Jaeger answer), or
+                # several back to back; when it is not, it is read line by line instead.
+                data = handle.read()
+                if not _read_documents(data, collector):
+                    read_trace_lines(data.split(b"\n"), str(path), collector, warnings)
+                return
             read_trace_lines(handle, str(path), collector, warnings)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         _warn(warnings, f"{path}: cannot read ({exc})")
+
+
+def _read_documents(data: bytes, collector: SpanCollector) -> bool:
+    """Add the spans of a whole-file JSON text, all or nothing: False when it is not OTLP."""
+    try:
+        documents = list(documents_from_text(data.decode()))
+        SpanCollector().add_documents(documents)  # a trial run: a bad span anywhere adds nothing
+    except (OTLPFormatError, KeyError, TypeError, ValueError, AttributeError):
+        return False
+    collector.add_documents(documents)
+    return True
 
 
 def _source_files(path: Path) -> list[Path]:

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    key, stage_index, Value, GENERATION, KIND_SERVER, NANOS, NETWORK, OTHER, QUEUE, TTFT,
+    key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, NANOS, NETWORK, OTHER,
+    QUEUE, TTFT,
 };
 use crate::store::Group;
 
@@ -244,7 +245,9 @@ impl Group {
     fn emit_model_call(&self, i: u32, low: i64, high: i64, out: &mut Vec<Segment>) {
         let phases = self.model_phases(i);
         let span = self.span(i);
-        let mut boundary = span.start;
+        // in 128 bits: a phase of a span of a hostile file may run past 64-bit nanoseconds,
+        // where Python's integers go on
+        let mut boundary = i128::from(span.start);
         for (stage, seconds) in [
             (NETWORK, phases.network),
             (QUEUE, phases.queue),
@@ -253,17 +256,18 @@ impl Group {
         ] {
             let phase_start = boundary;
             boundary = if stage == GENERATION {
-                span.end
+                i128::from(span.end)
             } else {
-                boundary + (seconds * NANOS).round_ties_even() as i64
+                boundary + (seconds * NANOS).round_ties_even() as i128
             };
-            let start = phase_start.max(low);
-            let end = boundary.min(high);
+            let start = phase_start.max(i128::from(low));
+            let end = boundary.min(i128::from(high));
             if end > start {
+                // both within [low, high]
                 out.push(Segment {
                     stage,
-                    start,
-                    end,
+                    start: start as i64,
+                    end: end as i64,
                     span: i,
                 });
             }
@@ -618,7 +622,7 @@ pub fn collect<'a>(
         }
         let mut stages: Vec<(u8, f64)> = Vec::with_capacity(8);
         for segment in group.critical_path(root) {
-            let seconds = (segment.end - segment.start) as f64 / NANOS;
+            let seconds = seconds_between(segment.start, segment.end);
             match stages.iter_mut().find(|(stage, _)| *stage == segment.stage) {
                 Some(entry) => entry.1 += seconds,
                 None => stages.push((segment.stage, 0.0 + seconds)),

@@ -7,6 +7,7 @@
 
 mod analysis;
 mod model;
+mod nesting;
 mod parse;
 mod store;
 

@@ -243,9 +243,7 @@ impl Value {
     fn write_py(&self, out: &mut String, quoted: bool) {
         match self {
             Value::None => out.push_str("None"),
-            Value::Str(s) if quoted => {
-                let _ = write!(out, "'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
-            }
+            Value::Str(s) if quoted => write_py_repr(out, s),
             Value::Str(s) => out.push_str(s),
             Value::Int(v) => {
                 let _ = write!(out, "{v}");
@@ -268,7 +266,8 @@ impl Value {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    let _ = write!(out, "'{k}': ");
+                    write_py_repr(out, k);
+                    out.push_str(": ");
                     item.write_py(out, true);
                 }
                 out.push('}');
@@ -277,19 +276,128 @@ impl Value {
     }
 }
 
+/// Python's `repr()` of a string: single quotes unless the text has one and no double quote,
+/// control and other unprintable characters escaped.
+fn write_py_repr(out: &mut String, text: &str) {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if unprintable(c) => {
+                let code = u32::from(c);
+                let _ = match code {
+                    0..=0xff => write!(out, "\\x{code:02x}"),
+                    0x100..=0xffff => write!(out, "\\u{code:04x}"),
+                    _ => write!(out, "\\U{code:08x}"),
+                };
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
+
+/// What Python's `str.isprintable()` says no to: control characters, and of the rest the
+/// separators, format characters and private-use characters in common use (Python consults the
+/// full Unicode database, which Rust's standard library does not carry).
+fn unprintable(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0..=0x1f
+            | 0x7f..=0xa0
+            | 0xad
+            | 0x600..=0x605
+            | 0x61c
+            | 0x6dd
+            | 0x70f
+            | 0x1680
+            | 0x180e
+            | 0x2000..=0x200f
+            | 0x2028..=0x202f
+            | 0x205f..=0x2064
+            | 0x2066..=0x206f
+            | 0x3000
+            | 0xe000..=0xf8ff
+            | 0xfeff
+            | 0xfff9..=0xfffb
+            | 0xf0000..
+    )
+}
+
+/// Python's `repr()` of a float: the shortest text that reads back the same, positional between
+/// 1e-4 and 1e16, otherwise with a signed two-digit (at least) exponent.
 fn py_float(v: f64) -> String {
     if v.is_nan() {
-        "nan".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    // Rust's shortest round-trip digits, as d.ddde±x
+    let scientific = format!("{v:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", mantissa),
+    };
+    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    // When the float lies exactly halfway between two shortest candidates, Rust writes the upper
+    // one and Python the even one: tell by the exact expansion, which ends there with a 5.
+    let last = digits.as_bytes()[digits.len() - 1];
+    if last % 2 == 1 {
+        let exact = format!("{:.*e}", digits.len() + 60, v.abs());
+        let exact: String = exact
+            .split_once('e')
+            .map_or("", |(m, _)| m)
+            .chars()
+            .filter(|c| *c != '.')
+            .collect();
+        let mut lower = digits[..digits.len() - 1].to_string();
+        lower.push(char::from(last - 1));
+        let tail = &exact[digits.len()..];
+        if exact.starts_with(&lower)
+            && tail.starts_with('5')
+            && tail[1..].bytes().all(|b| b == b'0')
+        {
+            digits = lower;
         }
-    } else if v == v.trunc() && v.abs() < 1e16 {
-        format!("{v:.1}")
+    }
+    let point = exponent + 1; // digits before the decimal point
+    if !(-4 < point && point <= 16) {
+        let rest = &digits[1..];
+        let fraction = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let exponent_sign = if exponent < 0 { '-' } else { '+' };
+        return format!(
+            "{sign}{}{fraction}e{exponent_sign}{:02}",
+            &digits[..1],
+            exponent.abs()
+        );
+    }
+    if point <= 0 {
+        return format!("{sign}0.{}{digits}", "0".repeat((-point) as usize));
+    }
+    let point = point as usize;
+    if point >= digits.len() {
+        format!("{sign}{digits}{}.0", "0".repeat(point - digits.len()))
     } else {
-        format!("{v:?}")
+        format!("{sign}{}.{}", &digits[..point], &digits[point..])
     }
 }
 
@@ -314,7 +422,7 @@ impl Id {
         if raw.len() == hex_length {
             return match hex_value(raw.as_bytes()) {
                 Some(value) => Id::Num(value),
-                None => Id::Text(raw.to_ascii_lowercase().into()),
+                None => Id::Text(lower(raw)),
             };
         }
         match base64_decode(raw) {
@@ -330,7 +438,7 @@ impl Id {
                     .collect::<String>()
                     .into(),
             ),
-            None => Id::Text(raw.to_ascii_lowercase().into()),
+            None => Id::Text(lower(raw)),
         }
     }
 
@@ -339,6 +447,15 @@ impl Id {
             Id::Num(value) => format!("{value:0width$x}", width = hex_length),
             Id::Text(text) => text.to_string(),
         }
+    }
+}
+
+/// Python's `str.lower()`.
+fn lower(raw: &str) -> Box<str> {
+    if raw.is_ascii() {
+        raw.to_ascii_lowercase().into()
+    } else {
+        raw.to_lowercase().into()
     }
 }
 
@@ -446,6 +563,37 @@ impl SpanRec {
     }
 
     pub fn duration(&self) -> f64 {
-        (self.end - self.start) as f64 / NANOS
+        seconds_between(self.start, self.end)
+    }
+}
+
+/// Seconds from `start` to `end` (unix nanoseconds), rounded once, as Python's
+/// `(end - start) / 10**9` is: converting a difference of more than 2^53 ns (104 days, a span of
+/// a hostile file) to a float first and dividing after would round twice.
+pub fn seconds_between(start: i64, end: i64) -> f64 {
+    let nanos = i128::from(end) - i128::from(start);
+    if nanos.unsigned_abs() <= 1 << 53 {
+        return nanos as f64 / NANOS; // the difference is exact as a float: one rounding
+    }
+    const BILLION: u128 = 1_000_000_000;
+    // 2^32 more bits than the quotient needs to be exact to 53 bits, and whether the division
+    // left anything: enough to round to nearest, ties to even
+    const SCALE: i32 = 32;
+    let dividend = nanos.unsigned_abs() << SCALE;
+    let quotient = dividend / BILLION;
+    let inexact = !dividend.is_multiple_of(BILLION);
+    let bits = 128 - quotient.leading_zeros() as i32;
+    let dropped = bits - 53;
+    let mut mantissa = quotient >> dropped;
+    let rest = quotient & ((1u128 << dropped) - 1);
+    let half = 1u128 << (dropped - 1);
+    if rest > half || (rest == half && (inexact || mantissa & 1 == 1)) {
+        mantissa += 1;
+    }
+    let magnitude = mantissa as f64 * 2f64.powi(dropped - SCALE);
+    if nanos < 0 {
+        -magnitude
+    } else {
+        magnitude
     }
 }

@@ -12,21 +12,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 use sonic_rs::LazyValue;
 
-use crate::model::{attribute_index, hashed_index, intern, Id, SpanRec, Value};
-
-#[derive(Deserialize)]
-struct Resource<'a> {
-    #[serde(borrow, default)]
-    attributes: Option<Vec<KeyValue<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct KeyValue<'a> {
-    #[serde(borrow)]
-    key: Cow<'a, str>,
-    #[serde(borrow, default)]
-    value: Option<LazyValue<'a>>,
-}
+use crate::model::{attribute_index, hashed_index, intern, FastMap, Id, SpanRec, Value};
+use crate::nesting;
 
 #[derive(Deserialize)]
 struct RawSpan<'a> {
@@ -82,8 +69,8 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
         while let Some(field) = map.next_key::<Text<'de>>()? {
             match &*field.0 {
                 "resourceSpans" | "resource_spans" => {
-                    seen.found = true;
-                    map.next_value_seed(SeqSeed(ResourceSpansSeed {
+                    // null is no resource spans at all, as in otlp.py
+                    seen.found |= map.next_value_seed(SeqSeed(ResourceSpansSeed {
                         out: &mut *self.out,
                     }))?;
                 }
@@ -101,23 +88,24 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
 struct SeqSeed<S>(S);
 
 impl<'de, S: Reseed<'de>> DeserializeSeed<'de> for SeqSeed<S> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    /// Whether there was an array (not null).
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de, S: Reseed<'de>> Visitor<'de> for SeqSeed<S> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an array")
     }
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
         while seq.next_element_seed(self.0.reseed())?.is_some() {}
-        Ok(())
+        Ok(true)
     }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
     }
 }
 
@@ -162,10 +150,14 @@ impl<'de> Visitor<'de> for ResourceSpansSeed<'_> {
         let mut service: Option<Arc<str>> = None;
         while let Some(field) = map.next_key::<Text<'de>>()? {
             match &*field.0 {
-                "resource" => {
-                    let resource: Option<Resource> = map.next_value()?;
-                    service = resource.as_ref().and_then(service_name);
-                }
+                "resource" => match map.next_value_seed(ResourceSeed) {
+                    Ok(name) => service = name,
+                    Err(error) => {
+                        // otlp.py reads the resource first: none of its spans are kept
+                        self.out.truncate(start);
+                        return Err(error);
+                    }
+                },
                 "scopeSpans" => {
                     map.next_value_seed(SeqSeed(ScopeSpansSeed {
                         out: &mut *self.out,
@@ -184,6 +176,177 @@ impl<'de> Visitor<'de> for ResourceSpansSeed<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A resource's `service.name`, read as `_service_name` in otlp.py reads it: a resource that is
+/// empty or null has none; otherwise its attributes are searched up to the first `service.name`.
+struct ResourceSeed;
+
+impl<'de> DeserializeSeed<'de> for ResourceSeed {
+    type Value = Option<Arc<str>>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResourceSeed {
+    type Value = Option<Arc<str>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a resource object")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        falsy(!v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        falsy(v == 0)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        falsy(v == 0)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        falsy(v == 0.0)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        falsy(v.is_empty())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        falsy(seq.next_element::<IgnoredAny>()?.is_none())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut service = None;
+        while let Some(field) = map.next_key::<Text<'de>>()? {
+            if &*field.0 == "attributes" {
+                service = map.next_value_seed(ServiceName)?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(service)
+    }
+}
+
+/// A resource that is empty (as Python tests it) has no service; anything else is not a resource.
+fn falsy<T, E: de::Error>(empty: bool) -> Result<Option<T>, E> {
+    if empty {
+        Ok(None)
+    } else {
+        Err(E::custom("the resource is not an object"))
+    }
+}
+
+/// The resource's attributes (null: none), up to the first `service.name`.
+struct ServiceName;
+
+impl<'de> DeserializeSeed<'de> for ServiceName {
+    type Value = Option<Arc<str>>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ServiceName {
+    type Value = Option<Arc<str>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of attributes")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut service = None;
+        while let Some(found) = seq.next_element_seed(ResourceAttribute)? {
+            if let Some(value) = found {
+                service = match value.map_err(de::Error::custom)? {
+                    Value::Str(name) => Some(name),
+                    _ => None,
+                };
+                // the attributes after it are not looked at
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                break;
+            }
+        }
+        Ok(service)
+    }
+}
+
+/// One resource attribute: the value when its key is `service.name` (a missing value is none).
+struct ResourceAttribute;
+
+impl<'de> DeserializeSeed<'de> for ResourceAttribute {
+    type Value = Option<Decoded>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ResourceAttribute {
+    type Value = Option<Decoded>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an attribute object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut is_service = false;
+        let mut value: Option<LazyValue<'de>> = None;
+        while let Some(field) = map.next_key::<Text<'de>>()? {
+            match &*field.0 {
+                "key" => is_service = map.next_value_seed(IsServiceName)?,
+                "value" => value = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(is_service.then(|| match value {
+            Some(raw) => decode_any(raw.as_raw_str()),
+            None => Ok(Value::None),
+        }))
+    }
+}
+
+/// Whether a key (of any JSON type) is "service.name".
+struct IsServiceName;
+
+impl<'de> DeserializeSeed<'de> for IsServiceName {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IsServiceName {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an attribute key")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        Ok(v == "service.name")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
     }
 }
 
@@ -253,7 +416,18 @@ impl<'de> Reseed<'de> for SpanSeed<'_> {
 impl<'de> DeserializeSeed<'de> for SpanSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        let raw = RawSpan::deserialize(deserializer)?;
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SpanSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a span object")
+    }
+    // Only an object: a derived struct would also take an array of its fields in order.
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        let raw = RawSpan::deserialize(de::value::MapAccessDeserializer::new(map))?;
         let mut parsed = span_record(raw);
         parsed.span.service = self.service;
         self.out.push(parsed);
@@ -361,8 +535,7 @@ impl<'de> Deserialize<'de> for Attribute {
                 while let Some(field) = map.next_key::<Text<'de>>()? {
                     match &*field.0 {
                         "key" => {
-                            let name: Text<'de> = map.next_value()?;
-                            let want = wanted(&name.0);
+                            let want = map.next_value_seed(KeySeed)?;
                             if let Some(raw) = early.take() {
                                 value = finish(&want, &raw)
                                     .map_err(|e| de::Error::custom(e.detail()))?;
@@ -373,8 +546,8 @@ impl<'de> Deserialize<'de> for Attribute {
                             has_value = true;
                             match &key {
                                 Some(Wanted::Kept(index)) => {
-                                    let any: AnyValue = map.next_value()?;
-                                    value = Some((*index, any.into_value()));
+                                    let any = map.next_value_seed(AnyValueSeed)?;
+                                    value = Some((*index, any.map_err(de::Error::custom)?));
                                 }
                                 Some(want @ Wanted::Hashed(_)) => {
                                     let raw: LazyValue<'de> = map.next_value()?;
@@ -404,47 +577,365 @@ impl<'de> Deserialize<'de> for Attribute {
     }
 }
 
-/// `AnyValue`; the first field present wins, in the order `attribute_value` in otlp.py tests them.
-#[derive(Deserialize)]
-struct AnyValue<'a> {
-    #[serde(rename = "stringValue", borrow, default)]
-    string_value: Option<Cow<'a, str>>,
-    #[serde(rename = "doubleValue", default)]
-    double_value: Option<Double>,
-    #[serde(rename = "intValue", default)]
-    int_value: Option<Nanos>,
-    #[serde(rename = "boolValue", default)]
-    bool_value: Option<Flag>,
-    #[serde(rename = "arrayValue", borrow, default)]
-    array_value: Option<ArrayValue<'a>>,
-    #[serde(rename = "kvlistValue", borrow, default)]
-    kvlist_value: Option<KvList<'a>>,
-    #[serde(rename = "bytesValue", borrow, default)]
-    bytes_value: Option<Cow<'a, str>>,
+/// An attribute's key. otlp.py looks it up in sets: a key that is not a string is one it does not
+/// read, unless it cannot be looked up at all (an array or an object).
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Wanted;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Wanted, D::Error> {
+        deserializer.deserialize_any(self)
+    }
 }
 
-#[derive(Deserialize)]
-struct ArrayValue<'a> {
-    #[serde(borrow, default)]
-    values: Vec<AnyValue<'a>>,
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Wanted;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an attribute key")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Wanted, E> {
+        Ok(wanted(v))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Wanted, E> {
+        Ok(Wanted::Skipped)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Wanted, E> {
+        Ok(Wanted::Skipped)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Wanted, E> {
+        Ok(Wanted::Skipped)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Wanted, E> {
+        Ok(Wanted::Skipped)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Wanted, E> {
+        Ok(Wanted::Skipped)
+    }
 }
 
-#[derive(Deserialize)]
-struct KvList<'a> {
-    #[serde(borrow, default)]
-    values: Vec<KvEntry<'a>>,
+/// An `AnyValue` decoded, or why it cannot be: a field of the wrong type.
+type Decoded = Result<Value, String>;
+
+/// `AnyValue` fields in the order `attribute_value` in otlp.py tests them: the first one present
+/// decides, and only that one is read (the others may hold anything).
+const ANY_FIELDS: [&str; 7] = [
+    "stringValue",
+    "doubleValue",
+    "intValue",
+    "boolValue",
+    "arrayValue",
+    "kvlistValue",
+    "bytesValue",
+];
+const ARRAY_VALUE: usize = 4;
+const KVLIST_VALUE: usize = 5;
+const BOOL_VALUE: usize = 3;
+
+/// An `AnyValue` object.
+struct AnyValueSeed;
+
+enum AnyField<'de> {
+    Scalar(Decoded),
+    /// `arrayValue` and `kvlistValue`, decoded once chosen.
+    Nested(LazyValue<'de>),
 }
 
-#[derive(Deserialize)]
-struct KvEntry<'a> {
-    #[serde(borrow)]
-    key: Text<'a>,
-    #[serde(borrow, default)]
-    value: Option<AnyValue<'a>>,
+impl<'de> DeserializeSeed<'de> for AnyValueSeed {
+    type Value = Decoded;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
+        deserializer.deserialize_map(self)
+    }
 }
 
-/// An integer written as a JSON number or a string (OTLP/JSON writes 64-bit integers as strings);
-/// missing, null, "" and 0 are 0, as `int(x or 0)` reads them.
+impl<'de> Visitor<'de> for AnyValueSeed {
+    type Value = Decoded;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an AnyValue object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded, A::Error> {
+        let mut chosen: Option<(usize, AnyField<'de>)> = None;
+        while let Some(field) = map.next_key::<Text<'de>>()? {
+            let rank = ANY_FIELDS.iter().position(|name| *name == &*field.0);
+            // a later copy of the same field replaces the earlier one, as in a dict
+            let rank = match rank {
+                Some(rank) if chosen.as_ref().is_none_or(|(best, _)| rank <= *best) => rank,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            let field = match rank {
+                ARRAY_VALUE | KVLIST_VALUE => AnyField::Nested(map.next_value()?),
+                _ => AnyField::Scalar(map.next_value_seed(Scalar(rank))?),
+            };
+            chosen = Some((rank, field));
+        }
+        Ok(match chosen {
+            None => Ok(Value::None),
+            Some((_, AnyField::Scalar(decoded))) => decoded,
+            Some((ARRAY_VALUE, AnyField::Nested(raw))) => decode_array(&raw),
+            Some((_, AnyField::Nested(raw))) => decode_kvlist(&raw),
+        })
+    }
+}
+
+/// One scalar field of an `AnyValue`, read as `attribute_value` reads it: `stringValue` and
+/// `bytesValue` a string, `doubleValue` what `float()` takes, `intValue` what `int()` takes within
+/// 64 bits, `boolValue` a boolean or a string saying "true" (anything else is false).
+#[derive(Clone, Copy)]
+struct Scalar(usize);
+
+impl Scalar {
+    fn wrong(self, what: &str) -> Decoded {
+        if self.0 == BOOL_VALUE {
+            return Ok(Value::Bool(false));
+        }
+        Err(format!("{} is {what}", ANY_FIELDS[self.0]))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Scalar {
+    type Value = Decoded;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Scalar {
+    type Value = Decoded;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an attribute value")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Decoded, E> {
+        Ok(match self.0 {
+            1 => python_float(v)
+                .map(finite)
+                .ok_or_else(|| format!("invalid number {v:?}")),
+            2 => python_int(v)
+                .map(Value::Int)
+                .ok_or_else(|| format!("invalid integer {v:?}")),
+            BOOL_VALUE => Ok(Value::Bool(v.eq_ignore_ascii_case("true"))),
+            _ => Ok(Value::Str(intern(v))),
+        })
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Decoded, E> {
+        Ok(match self.0 {
+            BOOL_VALUE => Ok(Value::Bool(v)),
+            _ => self.wrong("a boolean"),
+        })
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Decoded, E> {
+        Ok(match self.0 {
+            1 => Ok(Value::Float(v as f64)),
+            2 => Ok(Value::Int(v)),
+            _ => self.wrong("a number"),
+        })
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Decoded, E> {
+        Ok(match self.0 {
+            1 => Ok(Value::Float(v as f64)),
+            2 => i64::try_from(v)
+                .map(Value::Int)
+                .map_err(|_| format!("integer out of range: {v}")),
+            _ => self.wrong("a number"),
+        })
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Decoded, E> {
+        Ok(match self.0 {
+            1 => Ok(finite(v)),
+            2 => float_to_int(v)
+                .map(Value::Int)
+                .ok_or_else(|| format!("integer out of range: {v}")),
+            _ => self.wrong("a number"),
+        })
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Decoded, E> {
+        Ok(self.wrong("null"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Decoded, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(self.wrong("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(self.wrong("an object"))
+    }
+}
+
+/// A double: NaN and infinities are no value, as in otlp.py (no duration or count is either).
+fn finite(v: f64) -> Value {
+    if v.is_finite() {
+        Value::Float(v)
+    } else {
+        Value::None
+    }
+}
+
+/// Python's `int(x)` of a float: truncated, and within 64 bits.
+fn float_to_int(v: f64) -> Option<i64> {
+    // -2^63 is a float exactly; 2^63 is the first float past i64::MAX
+    (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0)
+        .contains(&v)
+        .then(|| v.trunc() as i64)
+}
+
+/// The whitespace Python's `int()` and `float()` ignore around a number, among ASCII characters
+/// (otlp.py refuses numbers written with other characters).
+fn is_python_space(c: char) -> bool {
+    matches!(c, ' ' | '\t'..='\r' | '\x1c'..='\x1f')
+}
+
+/// Digits with single underscores between them (PEP 515), as Python reads them: without them.
+fn without_separators(text: &str) -> Option<Cow<'_, str>> {
+    if !text.contains('_') {
+        return Some(Cow::Borrowed(text));
+    }
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' {
+            let digit_before = i > 0 && bytes[i - 1].is_ascii_digit();
+            let digit_after = bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+            if !(digit_before && digit_after) {
+                return None;
+            }
+        }
+    }
+    Some(Cow::Owned(text.replace('_', "")))
+}
+
+/// Python's `int(text)` for ASCII text, within 64 bits.
+fn python_int(text: &str) -> Option<i64> {
+    if let Ok(number) = text.parse::<i64>() {
+        return Some(number);
+    }
+    if !text.is_ascii() {
+        return None;
+    }
+    let trimmed = text.trim_matches(is_python_space);
+    let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        return None;
+    }
+    without_separators(trimmed)?.parse::<i64>().ok()
+}
+
+/// Python's `float(text)` for ASCII text.
+fn python_float(text: &str) -> Option<f64> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let trimmed = text.trim_matches(is_python_space);
+    // Rust reads what Python reads (inf, infinity, nan in any case, signs, exponents), but for
+    // digit separators
+    without_separators(trimmed)?.parse::<f64>().ok()
+}
+
+/// An `arrayValue`, read from its own text: values nested in values then do not count against
+/// sonic-rs's limit of 255 levels per document (the line's 1024 levels apply, as in orjson).
+fn decode_array(raw: &LazyValue) -> Decoded {
+    let items = nested_values(raw)?;
+    let mut out = Vec::with_capacity(items.len());
+    for item in &items {
+        out.push(decode_any(item.as_raw_str())?);
+    }
+    Ok(Value::List(out.into_boxed_slice()))
+}
+
+/// A `kvlistValue`: a key written twice keeps its first place and its last value, as in a dict.
+fn decode_kvlist(raw: &LazyValue) -> Decoded {
+    let entries = nested_values(raw)?;
+    let mut out: Vec<(Arc<str>, Value)> = Vec::with_capacity(entries.len());
+    let mut index: FastMap<Arc<str>, usize> = FastMap::default();
+    for entry in &entries {
+        let (key, value) = decode_entry(entry.as_raw_str())?;
+        match index.get(&key) {
+            Some(&i) => out[i].1 = value,
+            None => {
+                index.insert(key.clone(), out.len());
+                out.push((key, value));
+            }
+        }
+    }
+    Ok(Value::Map(out.into_boxed_slice()))
+}
+
+fn text_error(error: sonic_rs::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The `values` of an `arrayValue` or `kvlistValue` object (missing or null: none).
+fn nested_values<'a>(raw: &'a LazyValue) -> Result<Vec<LazyValue<'a>>, String> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<LazyValue<'de>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object with values")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut values = Vec::new();
+            while let Some(field) = map.next_key::<Text<'de>>()? {
+                if &*field.0 == "values" {
+                    values = map
+                        .next_value::<Option<Vec<LazyValue<'de>>>>()?
+                        .unwrap_or_default();
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(values)
+        }
+    }
+    let mut deserializer = sonic_rs::Deserializer::from_str(raw.as_raw_str());
+    deserializer.deserialize_map(V).map_err(text_error)
+}
+
+/// One `{key, value}` of a `kvlistValue`: the key a string, the value missing or null for none.
+fn decode_entry(text: &str) -> Result<(Arc<str>, Value), String> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = (Option<Text<'de>>, Option<LazyValue<'de>>);
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a {key, value} object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut key, mut value) = (None, None);
+            while let Some(field) = map.next_key::<Text<'de>>()? {
+                match &*field.0 {
+                    "key" => key = Some(map.next_value()?),
+                    "value" => value = map.next_value()?,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok((key, value))
+        }
+    }
+    let mut deserializer = sonic_rs::Deserializer::from_str(text);
+    let (key, value) = deserializer.deserialize_map(V).map_err(text_error)?;
+    let key = key.ok_or("missing 'key'")?;
+    let value = match value {
+        Some(raw) => decode_any(raw.as_raw_str())?,
+        None => Value::None,
+    };
+    Ok((intern(&key.0), value))
+}
+
+/// An `AnyValue` from its own text.
+fn decode_any(text: &str) -> Decoded {
+    let mut deserializer = sonic_rs::Deserializer::from_str(text);
+    AnyValueSeed
+        .deserialize(&mut deserializer)
+        .map_err(text_error)?
+}
+
+/// A time: what `int(x or 0)` reads, within 64 bits (missing, null, "", 0, false and empty
+/// containers are 0).
 #[derive(Default, Clone, Copy)]
 struct Nanos(i64);
 
@@ -462,96 +953,41 @@ impl<'de> Deserialize<'de> for Nanos {
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Nanos, E> {
                 i64::try_from(v)
                     .map(Nanos)
-                    .map_err(|_| E::custom("integer out of range"))
+                    .map_err(|_| E::custom(format!("integer out of range: {v}")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Nanos, E> {
-                if v.is_finite() {
-                    Ok(Nanos(v.trunc() as i64))
-                } else {
-                    Err(E::custom("not a finite number"))
-                }
+                float_to_int(v)
+                    .map(Nanos)
+                    .ok_or_else(|| E::custom(format!("integer out of range: {v}")))
             }
             fn visit_bool<E: de::Error>(self, v: bool) -> Result<Nanos, E> {
-                Ok(Nanos(v as i64))
+                match v {
+                    false => Ok(Nanos(0)),
+                    true => Err(E::custom("expected an integer, not a boolean")),
+                }
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Nanos, E> {
-                if let Ok(number) = v.parse::<i64>() {
-                    return Ok(Nanos(number));
-                }
-                // what Python's int() also accepts: surrounding spaces, digit separators
-                let text = v.trim();
-                if text.is_empty() {
+                if v.is_empty() {
                     return Ok(Nanos(0));
                 }
-                text.replace('_', "")
-                    .parse::<i64>()
+                python_int(v)
                     .map(Nanos)
-                    .map_err(|_| E::custom(format!("invalid integer {v:?}")))
+                    .ok_or_else(|| E::custom(format!("invalid integer {v:?}")))
             }
             fn visit_unit<E: de::Error>(self) -> Result<Nanos, E> {
                 Ok(Nanos(0))
             }
-        }
-        deserializer.deserialize_any(V)
-    }
-}
-
-/// A double as a number or a string ("NaN", "Infinity" and numbers written as text).
-struct Double(f64);
-
-impl<'de> Deserialize<'de> for Double {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Double;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number or a string holding one")
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Nanos, A::Error> {
+                match seq.next_element::<IgnoredAny>()? {
+                    None => Ok(Nanos(0)),
+                    Some(_) => Err(de::Error::custom("expected an integer, not an array")),
+                }
             }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Double, E> {
-                Ok(Double(v as f64))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Double, E> {
-                Ok(Double(v as f64))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Double, E> {
-                Ok(Double(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Double, E> {
-                v.trim()
-                    .parse::<f64>()
-                    .map(Double)
-                    .map_err(|_| E::custom(format!("invalid number {v:?}")))
-            }
-        }
-        deserializer.deserialize_any(V)
-    }
-}
-
-/// A bool, or a string that is "true" in any case.
-struct Flag(bool);
-
-impl<'de> Deserialize<'de> for Flag {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Flag;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a boolean")
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Flag, E> {
-                Ok(Flag(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Flag, E> {
-                Ok(Flag(v.eq_ignore_ascii_case("true")))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Flag, E> {
-                Ok(Flag(false))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Flag, E> {
-                Ok(Flag(false))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Flag, E> {
-                Ok(Flag(false))
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Nanos, A::Error> {
+                match map.next_key::<IgnoredAny>()? {
+                    None => Ok(Nanos(0)),
+                    Some(_) => Err(de::Error::custom("expected an integer, not an object")),
+                }
             }
         }
         deserializer.deserialize_any(V)
@@ -658,38 +1094,98 @@ pub struct Parsed {
 /// Read one OTLP JSON document (a line of a trace file) into `out`. Like the Python reader: text
 /// that is not JSON adds nothing; JSON that is not OTLP keeps the spans before the problem.
 pub fn parse_document(bytes: &[u8], out: &mut Vec<Parsed>) -> Result<(), LineError> {
+    if let Some(offset) = nesting::too_deep(bytes) {
+        // orjson's words, so that both readers report the line alike
+        let column = nesting::column_after(bytes, offset);
+        return Err(LineError::Json(format!(
+            "depth limit exceeded at column {column}"
+        )));
+    }
     let start = out.len();
     let mut deserializer = sonic_rs::Deserializer::from_slice(bytes);
-    let result =
+    let mut result =
         read_document(&mut deserializer, out).and_then(|()| deserializer.end().map_err(classify));
+    if let Err(LineError::Otlp(_)) = result {
+        // orjson reads the whole line before otlp.py looks at it: what is not OTLP counts only
+        // when the rest of the line is JSON too
+        if let Err(error) = sonic_rs::from_slice::<IgnoredAny>(bytes) {
+            result = Err(classify(error));
+        }
+    }
+    if !matches!(result, Err(LineError::Json(_))) {
+        if let Some((offset, problem)) = lone_surrogate(bytes) {
+            // orjson refuses it anywhere (in its words); sonic-rs only in the strings it decodes
+            let column = nesting::column_after(bytes, offset) - 1;
+            result = Err(LineError::Json(format!("{problem} at column {column}")));
+        }
+    }
     if let Err(LineError::Json(_)) = result {
         out.truncate(start);
     }
     result
 }
 
-/// Every document of a whole-file JSON text (one document, or several written back to back).
-///
-/// Such files are small (a saved Jaeger answer, pretty-printed OTLP); each document is
-/// re-encoded compactly and read like a line. (sonic-rs's own stream reader reports an error
-/// at the end of the input, so serde_json splits the stream.)
+/// Where a `\u` escape names half of a UTF-16 surrogate pair without the other half right after
+/// it (text no UTF-8 string can hold).
+fn lone_surrogate(text: &[u8]) -> Option<(usize, &'static str)> {
+    memchr::memchr(b'\\', text)?; // no backslash, no escape
+    let unit = |at: usize| -> Option<u32> {
+        let digits = text.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let mut from = 0;
+    while let Some(found) = memchr::memmem::find(&text[from..], b"\\u") {
+        let at = from + found;
+        from = at + 2;
+        let backslashes = text[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 1 {
+            continue; // an escaped backslash, then a "u"
+        }
+        match unit(at + 2) {
+            Some(0xd800..=0xdbff) => {
+                if text.get(at + 6..at + 8) != Some(b"\\u") {
+                    return Some((at, "no low surrogate in string"));
+                }
+                if !matches!(unit(at + 8), Some(0xdc00..=0xdfff)) {
+                    return Some((at, "invalid low surrogate in string"));
+                }
+                from = at + 12;
+            }
+            Some(0xdc00..=0xdfff) => return Some((at, "invalid high surrogate in string")),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every document of a whole-file JSON text (one document, or several written back to back),
+/// each read like a line; all or nothing, like the Python reader: the first that is not OTLP
+/// trace data ends the reading and drops what was read.
 pub fn parse_stream(bytes: &[u8], out: &mut Vec<Parsed>) -> Result<(), LineError> {
     let start = out.len();
-    for document in serde_json::Deserializer::from_slice(bytes).into_iter::<serde_json::Value>() {
-        let result = match document {
-            Ok(document) => match serde_json::to_vec(&document) {
-                Ok(line) => parse_document(&line, out),
-                Err(error) => Err(LineError::Json(error.to_string())),
-            },
-            Err(error) if error.is_data() => Err(LineError::Otlp(error.to_string())),
-            Err(error) => Err(LineError::Json(error.to_string())),
+    let mut rest = bytes;
+    loop {
+        let skipped = rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+        let Some(skipped) = skipped else {
+            return Ok(());
+        };
+        rest = &rest[skipped..];
+        let end = match rest[0] {
+            b'{' | b'[' => nesting::document_end(rest),
+            _ => None,
+        };
+        let result = match end {
+            Some(end) => parse_document(&rest[..end], out),
+            None => Err(LineError::Json("not a JSON object".into())),
         };
         if result.is_err() {
             out.truncate(start);
             return result;
         }
+        rest = &rest[end.unwrap_or(rest.len())..];
     }
-    Ok(())
 }
 
 fn read_document<'de>(
@@ -726,19 +1222,6 @@ fn finish_document(
     Ok(())
 }
 
-fn service_name(resource: &Resource) -> Option<Arc<str>> {
-    for attr in resource.attributes.iter().flatten() {
-        if attr.key == "service.name" {
-            let value = attr.value.as_ref().map(decode).transpose().ok().flatten();
-            return match value {
-                Some(Value::Str(name)) => Some(name),
-                _ => None,
-            };
-        }
-    }
-    None
-}
-
 fn span_record(raw: RawSpan) -> Parsed {
     let parent = match raw.parent_span_id {
         Some(text) if !text.is_empty() => Some(Id::span(&text)),
@@ -761,58 +1244,20 @@ fn span_record(raw: RawSpan) -> Parsed {
 
 /// Decode an `AnyValue` the way `attribute_value` in otlp.py does.
 pub fn decode(raw: &LazyValue) -> Result<Value, LineError> {
-    let value: AnyValue = sonic_rs::from_str(raw.as_raw_str()).map_err(classify)?;
-    Ok(value.into_value())
-}
-
-impl AnyValue<'_> {
-    fn into_value(self) -> Value {
-        if let Some(text) = self.string_value {
-            return Value::Str(intern(&text));
-        }
-        if let Some(Double(number)) = self.double_value {
-            return Value::Float(number);
-        }
-        if let Some(Nanos(number)) = self.int_value {
-            return Value::Int(number);
-        }
-        if let Some(Flag(flag)) = self.bool_value {
-            return Value::Bool(flag);
-        }
-        if let Some(array) = self.array_value {
-            let items: Vec<Value> = array.values.into_iter().map(AnyValue::into_value).collect();
-            return Value::List(items.into_boxed_slice());
-        }
-        if let Some(list) = self.kvlist_value {
-            let entries: Vec<(Arc<str>, Value)> = list
-                .values
-                .into_iter()
-                .map(|kv| {
-                    (
-                        intern(&kv.key.0),
-                        kv.value.map_or(Value::None, AnyValue::into_value),
-                    )
-                })
-                .collect();
-            return Value::Map(entries.into_boxed_slice());
-        }
-        if let Some(bytes) = self.bytes_value {
-            return Value::Str(intern(&bytes));
-        }
-        Value::None
-    }
+    decode_any(raw.as_raw_str()).map_err(LineError::Otlp)
 }
 
 /// Content attributes are kept as a hash: only whether two requests were identical matters.
+/// Identical as otlp.py judges it: the same `str()` of the decoded value.
 fn content_hash(raw: &LazyValue) -> Result<i64, LineError> {
     let value = decode(raw)?;
     let text = match &value {
-        Value::Str(text) => text.as_bytes(),
-        _ => raw.as_raw_str().as_bytes(),
+        Value::Str(text) => Cow::Borrowed(&**text),
+        _ => Cow::Owned(value.py_str()),
     };
     // FNV-1a, 64 bit
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text {
+    for byte in text.as_bytes() {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }

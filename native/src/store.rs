@@ -10,6 +10,9 @@ use crate::parse::{parse_document, parse_stream, LineError, Parsed};
 
 /// Bytes read at a time; lines of a block are parsed on every core.
 const BLOCK: usize = 32 << 20;
+/// Stack of a parser thread: nested values are decoded by recursion, up to the 1024 levels a
+/// line may nest (a thread's default 2 MiB would do; this leaves room).
+const PARSER_STACK: usize = 16 << 20;
 /// Problems reported per file; more would only repeat the first ones.
 pub const MAX_WARNINGS: usize = 51;
 
@@ -176,7 +179,7 @@ impl Store {
         let mut file = BufReader::with_capacity(1 << 16, File::open(path)?);
         let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
         let mut reader: Box<dyn Read> = if gzip {
-            Box::new(flate2::read::MultiGzDecoder::new(file))
+            Box::new(GzipMembers::new(file))
         } else {
             Box::new(file)
         };
@@ -198,10 +201,16 @@ impl Store {
         let mut line = 0usize;
         loop {
             // read_to_end appends into spare capacity without zeroing it first
-            let n = reader
-                .by_ref()
-                .take(BLOCK as u64)
-                .read_to_end(&mut buffer)?;
+            let n = match reader.by_ref().take(BLOCK as u64).read_to_end(&mut buffer) {
+                Ok(n) => n,
+                Err(error) => {
+                    // A gzip file cut short: its complete lines are read, as the Python reader
+                    // reads them before its decompressor gives up.
+                    let cut = memchr::memrchr(b'\n', &buffer).map_or(0, |i| i + 1);
+                    self.read_lines(&buffer[..cut], path, &mut line, warnings);
+                    return Err(error);
+                }
+            };
             let eof = n < BLOCK;
             let cut = if eof {
                 buffer.len()
@@ -236,7 +245,11 @@ impl Store {
             }
             *line += 1;
             let text = &data[start..end];
-            if !text.iter().all(u8::is_ascii_whitespace) {
+            // blank as Python's bytes.strip() sees it (vertical tab included)
+            if !text
+                .iter()
+                .all(|b| b.is_ascii_whitespace() || *b == b'\x0b')
+            {
                 lines.push((*line, text));
             }
             start = end + 1;
@@ -249,7 +262,12 @@ impl Store {
             thread::scope(|scope| {
                 let handles: Vec<_> = lines
                     .chunks(per_part)
-                    .map(|part| scope.spawn(move || parse_lines(part)))
+                    .map(|part| {
+                        thread::Builder::new()
+                            .stack_size(PARSER_STACK)
+                            .spawn_scoped(scope, move || parse_lines(part))
+                            .expect("parser thread")
+                    })
                     .collect();
                 handles
                     .into_iter()
@@ -304,6 +322,92 @@ impl Store {
         self.selected = selected;
         self.index = FastMap::default();
     }
+}
+
+/// Gzip members one after another, as Python's gzip module reads them: zero bytes between and
+/// after members are padding, and a file cut short is reported in its words.
+struct GzipMembers<R: BufRead> {
+    member: Option<flate2::bufread::GzDecoder<R>>,
+}
+
+impl<R: BufRead> GzipMembers<R> {
+    fn new(input: R) -> Self {
+        GzipMembers {
+            member: Some(flate2::bufread::GzDecoder::new(input)),
+        }
+    }
+}
+
+impl<R: BufRead> Read for GzipMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else {
+                return Ok(0);
+            };
+            let n = member.read(buf).map_err(|error| {
+                if error.kind() == io::ErrorKind::UnexpectedEof {
+                    io::Error::new(
+                        error.kind(),
+                        "Compressed file ended before the end-of-stream marker was reached",
+                    )
+                } else {
+                    error
+                }
+            })?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // the end of a member: padding, then another member or the end of the file
+            let mut input = self.member.take().expect("a member").into_inner();
+            loop {
+                let available = input.fill_buf()?;
+                if available.is_empty() {
+                    return Ok(0);
+                }
+                let zeros = available.iter().take_while(|&&b| b == 0).count();
+                if zeros == 0 {
+                    if !available.starts_with(&[0x1f])
+                        || available.get(1).is_some_and(|&b| b != 0x8b)
+                    {
+                        let magic = python_bytes(&available[..available.len().min(2)]);
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("Not a gzipped file ({magic})"),
+                        ));
+                    }
+                    break;
+                }
+                input.consume(zeros);
+            }
+            self.member = Some(flate2::bufread::GzDecoder::new(input));
+        }
+    }
+}
+
+/// Python's `repr()` of a bytes object.
+fn python_bytes(bytes: &[u8]) -> String {
+    let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = format!("b{quote}");
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\t' => out.push_str("\\t"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b if char::from(b) == quote => {
+                out.push('\\');
+                out.push(quote);
+            }
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 /// The spans of some lines, and the problems met, by line number.
