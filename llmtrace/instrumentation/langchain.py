@@ -251,9 +251,7 @@ def _result_attributes(response: Any) -> dict[str, Any]:
             attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
         if reasoning:
             attributes[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-    model = llm_output.get("model_name") or llm_output.get("model")
-    if isinstance(model, str) and semconv.GEN_AI_RESPONSE_MODEL not in attributes:
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    # (Not ``llm_output["model_name"]``: some integrations put the requested model there.)
     if reasons:
         attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     return attributes

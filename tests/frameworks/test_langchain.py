@@ -5,15 +5,16 @@ server delayed it, and the report names the stage each test made slowest.
 The simulated server cannot return tool calls, so the agent is a small deterministic LangGraph
 graph whose nodes call the tools directly (two tool calls per request).
 
-Replay: every OpenAI-backed cassette in ``../shared/fixtures/recorded/langchain`` is served
-locally and sent through ``ChatOpenAI``; the model span carries the recorded token counts, model
-and finish reasons. Not replayed: the Anthropic, Bedrock, Cohere, Vertex AI and HuggingFace ones
-(their LangChain integrations are not installed here); ``sequential_chain_openai_completions``,
-``vllm_completions*`` (legacy completions: ``langchain_openai.OpenAI`` sends to ``/completions``
-and is covered by the chat path only here), ``agent_openai_tools_tavily_streaming`` (LangSmith hub
-pull and Tavily requests besides the model call), ``langgraph_invoke`` and
-``agent_raw_dict_messages_streaming`` (several exchanges in one file, replayed one at a time by
-the server only).
+Replay: every OpenAI chat or text completion exchange in ``../shared/fixtures/recorded/langchain``
+(32 exchanges from 25 cassettes, streamed or not, tools, parallel tool calls, functions,
+structured output, LCEL, LangGraph, agents, vLLM) is served locally and sent through the real
+``ChatOpenAI`` or ``OpenAI``; the model span carries the recorded token counts, response model
+(chat; LangChain's completion models do not pass it on) and finish reasons. Not replayed: the
+Anthropic (``chat_anthropic``, ``tool_calls_anthropic_text_block*``), Bedrock (``chat_bedrock``),
+Cohere (``*chain_stream_cohere``, ``documents_chain_cohere``), Vertex AI (``vertexai_gemini*``)
+and HuggingFace (``custom_llm_huggingface_endpoint``) cassettes, whose LangChain integrations
+are not installed, and the LangSmith hub and Tavily requests of
+``agent_openai_tools_tavily_streaming`` (not model calls; its model calls are replayed).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 from langchain_core.tools import tool
 from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_openai import ChatOpenAI
+from langchain_openai import ChatOpenAI, OpenAI
 from langgraph.graph import END, START, StateGraph
+from opentelemetry import trace as otel_trace
+from opentelemetry.trace import StatusCode
 
 from llmtrace import semconv
 from llmtrace.analysis.report import Report, build_report
@@ -61,9 +64,17 @@ TEXTS = [
 
 @pytest.fixture
 def traced() -> Iterator[None]:
+    """LangChain (and thread) instrumentation for the test; afterwards no run is left in flight
+    and no span is left current in the caller."""
     registry.instrument(["langchain", "threading"])
-    yield
-    registry.uninstrument(["langchain", "threading"])
+    handler = registry._active["langchain"].handler
+    try:
+        yield
+        assert handler._runs == {}
+        assert handler._model_ended == {}
+        assert not otel_trace.get_current_span().get_span_context().is_valid
+    finally:
+        registry.uninstrument(["langchain", "threading"])
 
 
 class SlowEmbedding(DeterministicFakeEmbedding):
@@ -100,17 +111,28 @@ def _model(model_server: Any, **kwargs: Any) -> ChatOpenAI:
     return model
 
 
-def _rag_chain(model_server: Any) -> Any:
+def _rag_chain(
+    model_server: Any, model: Any = None, retrieval_delay: float = RETRIEVAL_DELAY
+) -> Any:
     prompt = ChatPromptTemplate.from_messages(
         [("system", "Answer from the context:\n{context}"), ("human", "{question}")]
     )
-    context = _retriever() | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
+    context = _retriever(retrieval_delay) | RunnableLambda(
+        lambda docs: "\n".join(d.page_content for d in docs)
+    )
     return (
         {"context": context, "question": RunnablePassthrough()}
         | prompt
-        | _model(model_server)
+        | (model if model is not None else _model(model_server))
         | StrOutputParser()
     )
+
+
+def _rag_chain_without_warm_up(model_server: Any) -> Any:
+    model = ChatOpenAI(
+        model="sim-model-1", base_url=model_server.base_url, api_key="k", max_retries=0
+    )
+    return _rag_chain(model_server, model, retrieval_delay=0.0)
 
 
 def _by_trace(spans: Any) -> dict[int, list[Any]]:
@@ -293,14 +315,14 @@ def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
     traces = _by_trace(spans)
     assert len(traces) == 3
-    for trace in traces.values():
-        root = _assert_tree(trace)
+    for spans_of_trace in traces.values():
+        root = _assert_tree(spans_of_trace)
         assert root.name == "LangGraph"
         for name in ("fast", "slow", "answer"):
-            node = _one(trace, name)
+            node = _one(spans_of_trace, name)
             assert node.attributes[semconv.STAGE] == "other"
             assert node.parent.span_id == root.context.span_id
-        _assert_model_span(trace)
+        _assert_model_span(spans_of_trace)
     report = _report(spans, tmp_path)
     # the slow branch (0.3 s, stage other) is on the critical path; the fast one is not
     assert report.bottleneck is not None and report.bottleneck.stage == "other"
@@ -319,11 +341,11 @@ def test_runnable_parallel_and_batch_give_one_trace_per_input(
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
     traces = _by_trace(spans)
     assert len(traces) == 3
-    for trace in traces.values():
-        root = _assert_tree(trace)
+    for spans_of_trace in traces.values():
+        root = _assert_tree(spans_of_trace)
         assert root.name == "RunnableParallel<answer,context>"
-        _one(trace, "retrieval InMemoryVectorStore")
-        (chat,) = [span for span in trace if span.name == "chat sim-model-1"]
+        _one(spans_of_trace, "retrieval InMemoryVectorStore")
+        (chat,) = [span for span in spans_of_trace if span.name == "chat sim-model-1"]
         ttft = chat.attributes[semconv.TIME_TO_FIRST_TOKEN]
         assert 0.4 <= ttft < 0.4 + TTFT_SLACK, ttft
     report = _report(spans, tmp_path)
@@ -387,6 +409,39 @@ def test_failing_tool_ends_every_span_with_the_error(model_server, spans, traced
     assert len({span.context.span_id for span in trace}) == len(trace)
 
 
+def test_failing_model_call_ends_every_span_with_the_error(model_server, spans, traced):
+    model_server.configure(status=500)
+    chain = _rag_chain_without_warm_up(model_server)
+    spans.clear()
+    with pytest.raises(openai.InternalServerError) as raised:
+        chain.invoke("x")
+    (trace_spans,) = _by_trace(spans).values()
+    root = _assert_tree(trace_spans)
+    chat = _one(trace_spans, "chat sim-model-1")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.attributes[semconv.ERROR_TYPE] == raised.type.__qualname__
+    assert root.status.status_code == StatusCode.ERROR
+    # the steps before the failure ended well
+    assert _one(trace_spans, "ChatPromptTemplate").status.status_code == StatusCode.OK
+
+
+def test_stream_closed_early_ends_every_span_once(model_server, spans, traced):
+    model_server.configure(first_token_delay=0.01, token_delay=0.01)
+    chain = _model(model_server) | StrOutputParser()
+    spans.clear()
+    stream = chain.stream("hi")
+    assert "Hello" in (next(stream), next(stream))  # (a role-only chunk may come first)
+    stream.close()
+    (trace_spans,) = _by_trace(spans).values()
+    root = _assert_tree(trace_spans)
+    assert root.name == "RunnableSequence"
+    chat = _one(trace_spans, "chat sim-model-1")
+    # LangChain ends a stream closed by its consumer as a completed run, and so does its span.
+    assert chat.attributes[semconv.STREAM_END] in ("completed", "closed")
+    _one(trace_spans, "StrOutputParser")
+    assert len({span.context.span_id for span in trace_spans}) == len(trace_spans)
+
+
 def test_uninstrument_removes_the_handler(model_server, spans):
     registry.instrument(["langchain"])
     registry.uninstrument(["langchain"])
@@ -397,26 +452,16 @@ def test_uninstrument_removes_the_handler(model_server, spans):
 
 # --- replay ----------------------------------------------------------------------------------
 
-REPLAYED = [
-    "chat_openai",
-    "chat_openai_functions",
-    "chat_openai_streaming_usage",
-    "tool_calls",
-    "parallel_tool_calls",
-    "tool_calls_with_history",
-    "tool_message_with_tool_call_id",
-    "tool_call_with_function",
-    "structured_output",
-    "lcel_openai_functions",
-    "async_lcel",
-    "lcel_stream",
-    "async_lcel_invoke_streaming",
-    "lcel_with_datetime",
-    "vllm_chat",
-    "async_vllm_chat",
-    "vllm_chat_streaming",
-    "async_vllm_chat_streaming",
-]
+
+def _openai_exchanges() -> list[tuple[str, int]]:
+    """(cassette, interaction index) of every OpenAI chat or text completion LangChain sent."""
+    exchanges = []
+    for path in sorted((RECORDED / "langchain").glob("*.yaml")):
+        for index, interaction in enumerate(yaml.safe_load(path.read_text())["interactions"]):
+            uri = interaction["request"]["uri"].split("?")[0]
+            if uri.endswith(("/v1/chat/completions", "/v1/completions")):
+                exchanges.append((path.stem, index))
+    return exchanges
 
 
 def _recorded_expectations(body: str) -> dict[str, Any]:
@@ -441,11 +486,11 @@ def _recorded_expectations(body: str) -> dict[str, Any]:
     return expected
 
 
-@pytest.mark.parametrize("name", REPLAYED)
-def test_recorded_langchain_exchange(name, model_server, spans, traced):
+@pytest.mark.parametrize(("name", "index"), _openai_exchanges(), ids=lambda v: str(v))
+def test_recorded_langchain_exchange(name, index, model_server, spans, traced):
     interaction = yaml.safe_load((RECORDED / "langchain" / f"{name}.yaml").read_text())[
         "interactions"
-    ][0]
+    ][index]
     body = json.loads(interaction["request"]["body"])
     raw = interaction["response"]["body"]["string"]
     if isinstance(raw, bytes):
@@ -454,23 +499,34 @@ def test_recorded_langchain_exchange(name, model_server, spans, traced):
         raw = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
         interaction["response"]["body"]["string"] = raw
     model_server.play_cassette(interaction)
-    messages = [(m["role"], m.get("content") or "") for m in body["messages"][:1]]
-    model = ChatOpenAI(
-        model=body["model"],
-        base_url=model_server.base_url,
-        api_key="k",
-        max_retries=0,
-        streaming=bool(body.get("stream")),
-    )
+    settings = {
+        "model": body["model"],
+        "base_url": model_server.base_url,
+        "api_key": "k",
+        "max_retries": 0,
+        "streaming": bool(body.get("stream")),
+    }
+    model: Any
+    if "messages" in body:
+        model = ChatOpenAI(**settings)
+        prompt: Any = [(m["role"], m.get("content") or "") for m in body["messages"][:1]]
+        operation = "chat"
+    else:
+        model = OpenAI(**settings)
+        prompt = body["prompt"] if isinstance(body["prompt"], str) else body["prompt"][0]
+        operation = "text_completion"
     spans.clear()
     if body.get("stream"):
-        list(model.stream(messages))
+        list(model.stream(prompt))
     else:
-        model.invoke(messages)
+        model.invoke(prompt)
     (span,) = [s for s in spans.get_finished_spans() if s.attributes.get(semconv.STAGE) == "ttft"]
     expected = _recorded_expectations(raw)
     attributes = span.attributes
-    if "model" in expected:
+    assert span.name == f"{operation} {body['model']}"
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == operation
+    if "model" in expected and operation == "chat":
+        # (LangChain's completion models do not pass the response's model on.)
         assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
     if "input" in expected:
         assert attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == expected["input"]
