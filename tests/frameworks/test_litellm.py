@@ -362,15 +362,17 @@ def test_anthropic_route_is_named_anthropic(model_server, spans, traced):
 def test_report_names_ttft_the_bottleneck_with_the_injected_times(
     model_server, spans, traced, tmp_path
 ):
+    """Long delays, so that what is not the model's (LiteLLM preparing the request and putting
+    each chunk together, the in-process server's lateness on a busy machine: a few milliseconds
+    each) stays well inside the 10%."""
     from llmtrace.analysis.report import build_report
     from llmtrace.analysis.sources import load_traces
     from llmtrace.exporters.file import OTLPJsonFileExporter
 
-    tokens = ["t"] * 6
     chat(model_server)  # warm-up, not exported
-    model_server.configure(first_token_delay=0.3, token_delay=0.03, tokens=tokens)
+    model_server.configure(first_token_delay=0.6, token_delay=0.2, tokens=["t", "u"])
     spans.clear()
-    for _ in range(6):
+    for _ in range(5):
         for _chunk in chat(model_server, stream=True):
             pass
     path = tmp_path / "traces.jsonl"
@@ -378,10 +380,10 @@ def test_report_names_ttft_the_bottleneck_with_the_injected_times(
     exporter.export(spans.get_finished_spans())
     exporter.shutdown()
     report = build_report(load_traces(str(path)))
+    assert report.traces == 5
     assert report.bottleneck is not None and report.bottleneck.stage == "ttft"
-    assert report.stages["ttft"].distribution.mean == pytest.approx(0.3, rel=0.1)
-    generation = (len(tokens) - 1) * 0.03
-    assert report.stages["generation"].distribution.mean == pytest.approx(generation, rel=0.1)
+    assert report.stages["ttft"].distribution.mean == pytest.approx(0.6, rel=0.1)
+    assert report.stages["generation"].distribution.mean == pytest.approx(0.2, rel=0.1)
 
 
 # --- replay ---------------------------------------------------------------------------------
