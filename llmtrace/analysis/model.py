@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmtrace.analysis.native import NativeTraces
+    from llmtrace.analysis.collect import Collector
 
 # OTLP SpanKind values (the protobuf enum; JSON may carry the int or its name).
 KIND_UNSPECIFIED = 0
@@ -86,17 +86,17 @@ class Trace:
 class TraceSet:
     """Everything read from one source, ready for analysis.
 
+    ``collector`` holds the traces in the reader's own form and hands the report its per-trace
+    columns (see ``analysis.collect``); ``traces`` makes Python objects of them on first use.
     ``excluded_open`` counts traces left out because their root span has no valid end;
     ``warnings`` holds problems met while reading (a malformed line, with file and line number).
-    ``native`` holds traces the native reader kept in its own form (see ``analysis.native``);
-    ``traces`` then makes Python objects of them on first use.
     """
 
     __slots__ = (
         "_traces",
+        "collector",
         "excluded_open",
         "jaeger_url",
-        "native",
         "service",
         "source",
         "warnings",
@@ -105,31 +105,25 @@ class TraceSet:
     def __init__(
         self,
         source: str,
-        traces: list[Trace] | None = None,
+        collector: Collector,
         service: str | None = None,
         excluded_open: int = 0,
         warnings: list[str] | None = None,
         jaeger_url: str | None = None,
-        native: NativeTraces | None = None,
     ) -> None:
         self.source = source
-        self._traces = traces
+        self.collector = collector
+        self._traces: list[Trace] | None = None
         self.service = service
         self.excluded_open = excluded_open
         self.warnings = warnings if warnings is not None else []
         self.jaeger_url = jaeger_url
-        self.native = native
 
     @property
     def traces(self) -> list[Trace]:
         if self._traces is None:
-            self._traces = self.native.traces() if self.native is not None else []
+            self._traces = self.collector.traces()
         return self._traces
-
-    @traces.setter
-    def traces(self, traces: list[Trace]) -> None:
-        self._traces = traces
-        self.native = None
 
     @property
     def orphans(self) -> int:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from llmtrace import semconv as sc
+from llmtrace.analysis.collect import TraceColumns, TraceInfo
 from llmtrace.analysis.evidence import FactSink, ModelCall
 from llmtrace.analysis.model import Span, Trace
 from llmtrace.analysis.otlp import link_children, stage_name
@@ -42,26 +42,8 @@ def is_whole_document(path: Path) -> bool:
     return path.suffix == ".json" or path.name.endswith(".json.gz")
 
 
-@dataclass(slots=True)
-class Collected:
-    """Per-trace results as columns aligned by trace (see ``report._collect``)."""
-
-    chosen: list[int]  # index into ``NativeTraces.selected`` of each trace
-    durations: list[float]
-    columns: dict[str, list[float]]  # stages with any time, in vocabulary order
-    bench_runs: list[str | None]
-    concurrency: list[int | None]
-    question_sets: list[str | None]
-    orphans: int
-    started: int | None
-    ended: int | None
-    sink: FactSink
-    unclaimed: dict[str, float]
-    excluded_warmup: int
-
-
 class NativeTraces:
-    """Traces read and linked by ``llmtrace_native``, kept in its compact form.
+    """Traces read and linked by ``llmtrace_native``, kept in its compact form: a ``Collector``.
 
     The report asks for per-trace results (``collect``); Python ``Trace`` objects are made only
     when asked for (``trace``, ``traces``): the slowest trace's waterfall, or a caller that walks
@@ -74,7 +56,7 @@ class NativeTraces:
         self.selected = store.selected()
         self._trees: dict[str, list[Span]] = {}
 
-    def collect(self, run: str | None) -> Collected:
+    def collect(self, run: str | None) -> TraceColumns:
         """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s)."""
         traces, (calls, sizes, tools), unclaimed, excluded_warmup = self._store.collect(run)
         chosen, durations, columns, (runs, concurrency, question_sets), orphans, start, end = traces
@@ -89,8 +71,13 @@ class NativeTraces:
             prompt_chars=prompt,
             tool_durations=dict(tools),
         )
-        return Collected(
-            chosen=chosen,
+        selected = self.selected
+
+        def info(i: int) -> TraceInfo:
+            trace_id, _, orphan, root = selected[chosen[i]]
+            return TraceInfo(trace_id, root, orphan)
+
+        return TraceColumns(
             durations=durations,
             columns=dict(columns),
             bench_runs=runs,
@@ -102,6 +89,8 @@ class NativeTraces:
             sink=sink,
             unclaimed=dict(unclaimed),
             excluded_warmup=excluded_warmup,
+            info=info,
+            full_trace=lambda i: self.trace(chosen[i]),
         )
 
     def trace(self, index: int) -> Trace:

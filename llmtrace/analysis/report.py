@@ -1,7 +1,9 @@
 """Building the report: per-stage statistics across traces, the bottleneck, the tail and advice.
 
 ``build_report`` turns a ``TraceSet`` into a :class:`~llmtrace.analysis.report_model.Report`
-(the data model and its JSON live in :mod:`llmtrace.analysis.report_model`).
+(the data model and its JSON live in :mod:`llmtrace.analysis.report_model`). It reads the
+traces only through their collector's per-trace columns (:mod:`llmtrace.analysis.collect`),
+whichever reader produced them.
 """
 
 from __future__ import annotations
@@ -9,20 +11,14 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
-from llmtrace.analysis.breakdown import (
-    ModelPhases,
-    critical_path,
-    declared_stage,
-    is_model_call,
-)
-from llmtrace.analysis.evidence import FactSink, ModelCall, root_facts
+from llmtrace.analysis.breakdown import critical_path, declared_stage, is_model_call
+from llmtrace.analysis.collect import TraceColumns
+from llmtrace.analysis.evidence import ModelCall
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.report_model import (
     Bottleneck,
@@ -36,9 +32,6 @@ from llmtrace.analysis.report_model import (
 )
 from llmtrace.analysis.stats import distribution, histogram
 
-if TYPE_CHECKING:
-    from llmtrace.analysis.native import NativeTraces
-
 SLOWEST = 10
 MAX_SAMPLES = 5000
 MAX_WATERFALL_SPANS = 300
@@ -47,115 +40,11 @@ MAX_WATERFALL_SPANS = 300
 # --- building ----------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _TraceInfo:
-    """What the report shows of one trace besides its times."""
-
-    trace_id: str
-    root: str
-    orphan: bool
-
-
-def _no_trace(index: int) -> Any:
-    raise IndexError(index)
-
-
-@dataclass(slots=True)
-class _Accumulator:
-    """Per-trace results gathered in one pass, as columns aligned by trace."""
-
-    durations: list[float] = field(default_factory=list)
-    columns: dict[str, list[float]] = field(default_factory=dict)  # stages with any time
-    bench_runs: list[str | None] = field(default_factory=list)
-    concurrency: list[int | None] = field(default_factory=list)
-    question_sets: list[str | None] = field(default_factory=list)
-    orphans: int = 0
-    started: int | None = None  # earliest root start (unix ns)
-    ended: int | None = None  # latest root end
-    sink: FactSink = field(default_factory=FactSink)
-    unclaimed: dict[str, float] = field(default_factory=dict)
-    excluded_warmup: int = 0
-    info: Callable[[int], _TraceInfo] = _no_trace
-    # the i-th trace as Python objects (for the waterfall of the slowest one)
-    full_trace: Callable[[int], Trace] = _no_trace
-
-
-def _collect(traceset: TraceSet, run: str | None) -> _Accumulator:
-    if traceset.native is not None:
-        return _collect_native(traceset.native, run)
-    acc = _Accumulator()
-    unclaimed = acc.unclaimed
-    kept: list[Trace] = []
-    rows: list[dict[str, float]] = []
-    for trace in traceset.traces:
-        facts = root_facts(trace)
-        if facts.warmup:
-            acc.excluded_warmup += 1
-            continue
-        if run is not None and facts.bench_run != run:
-            continue
-        phases: dict[int, ModelPhases] = {}
-        stages: dict[str, float] = {}
-        for segment in critical_path(trace, phases):
-            seconds = (segment.end - segment.start) / NANOS
-            stage = segment.stage
-            stages[stage] = stages.get(stage, 0.0) + seconds
-            if stage == "other":
-                unclaimed[segment.span] = unclaimed.get(segment.span, 0.0) + seconds
-        acc.sink.add_trace(trace, phases)
-        kept.append(trace)
-        rows.append(stages)
-        acc.durations.append(trace.duration)
-        acc.bench_runs.append(facts.bench_run)
-        acc.concurrency.append(facts.bench_concurrency)
-        acc.question_sets.append(facts.bench_question_set_hash)
-    acc.columns = _stage_columns(rows)
-    acc.orphans = sum(1 for trace in kept if trace.orphan)
-    if kept:
-        acc.started = min(trace.root.start for trace in kept)
-        acc.ended = max(trace.root.end for trace in kept)
-    acc.info = lambda i: _TraceInfo(kept[i].trace_id, kept[i].root.name, kept[i].orphan)
-    acc.full_trace = kept.__getitem__
-    return acc
-
-
-def _collect_native(traces: NativeTraces, run: str | None) -> _Accumulator:
-    """The same results from the native reader (see ``analysis.native``)."""
-    got = traces.collect(run)
-    selected = traces.selected
-    chosen = got.chosen
-
-    def info(i: int) -> _TraceInfo:
-        trace_id, _, orphan, root = selected[chosen[i]]
-        return _TraceInfo(trace_id, root, orphan)
-
-    return _Accumulator(
-        durations=got.durations,
-        columns=got.columns,
-        bench_runs=got.bench_runs,
-        concurrency=got.concurrency,
-        question_sets=got.question_sets,
-        orphans=got.orphans,
-        started=got.started,
-        ended=got.ended,
-        sink=got.sink,
-        unclaimed=got.unclaimed,
-        excluded_warmup=got.excluded_warmup,
-        info=info,
-        full_trace=lambda i: traces.trace(chosen[i]),
-    )
-
-
-def _stage_columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
-    present = {stage for row in rows for stage, seconds in row.items() if seconds > 0}
-    return {stage: [row.get(stage, 0.0) for row in rows] for stage in sc.STAGES if stage in present}
-
-
 def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _evidence(acc: _Accumulator) -> Evidence:
+def _evidence(acc: TraceColumns) -> Evidence:
     sink = acc.sink
     calls: list[ModelCall] = sink.model_calls
     evidence = Evidence(model_calls=len(calls))
@@ -308,7 +197,7 @@ def _samples(durations: list[float], columns: dict[str, list[float]]) -> dict[st
 
 
 def _run_metadata(
-    acc: _Accumulator, run: str | None, calls: list[ModelCall]
+    acc: TraceColumns, run: str | None, calls: list[ModelCall]
 ) -> dict[str, Any] | None:
     names = {name for name in acc.bench_runs if name}
     if run is None and len(names) != 1:
@@ -347,7 +236,7 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
     Warm-up requests of a benchmark (``llmtrace.bench.warmup``) are left out and counted.
     """
     with cyclic_gc_paused():
-        acc = _collect(traceset, run)
+        acc = traceset.collector.collect(run)
     columns = acc.columns
     end_to_end = distribution(acc.durations)
     stages: dict[str, StageSummary] = {}
@@ -405,7 +294,7 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
     )
 
 
-def _slow_trace(acc: _Accumulator, i: int, jaeger: str | None) -> SlowTrace:
+def _slow_trace(acc: TraceColumns, i: int, jaeger: str | None) -> SlowTrace:
     info = acc.info(i)
     stages = {stage: values[i] for stage, values in acc.columns.items() if values[i] > 0}
     return SlowTrace(

@@ -17,6 +17,7 @@ import httpx
 import orjson
 
 from llmtrace.analysis import native
+from llmtrace.analysis.collect import TraceList
 from llmtrace.analysis.model import NANOS, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.otlp import (
     OTLPFormatError,
@@ -107,19 +108,21 @@ def load_traces(
     if limit is not None and limit <= 0:
         raise SourceError(f"invalid limit {limit}: use a positive number of traces")
     with cyclic_gc_paused():
-        if is_jaeger_url(source):
-            traceset = _load_jaeger(source, service, since_time, until_time, limit, trace_id)
-        elif native.available():
+        if native.available() and not is_jaeger_url(source):
             # The native reader applies the same filters while it links the traces.
             traceset = _load_files_native(
                 Path(source), trace_id, service, _nanos(since_time), _nanos(until_time), limit
             )
-            traceset.service = service
-            return traceset
         else:
-            traceset = _load_files(Path(source))
+            if is_jaeger_url(source):
+                traces, traceset = _load_jaeger(
+                    source, service, since_time, until_time, limit, trace_id
+                )
+            else:
+                traces, traceset = _load_files(Path(source))
+            chosen = _filter(traces, service, since_time, until_time, limit, trace_id)
+            traceset.collector = TraceList(chosen)
     traceset.service = service
-    traceset.traces = _filter(traceset.traces, service, since_time, until_time, limit, trace_id)
     return traceset
 
 
@@ -270,17 +273,20 @@ def _load_files_native(
     warnings: list[str] = []
     for problem in problems:
         _warn(warnings, problem)
-    return TraceSet(str(path), excluded_open=excluded_open, warnings=warnings, native=traces)
+    return TraceSet(str(path), traces, excluded_open=excluded_open, warnings=warnings)
 
 
-def _load_files(path: Path) -> TraceSet:
+def _load_files(path: Path) -> tuple[list[Trace], TraceSet]:
+    """Every trace of the files at ``path``, and the set to hand them in once filtered."""
     files = _source_files(path)
     collector = SpanCollector()
     warnings: list[str] = []
     for file in files:
         _read_file(file, collector, warnings)
     traces, excluded_open = collector.assemble()
-    return TraceSet(str(path), traces, excluded_open=excluded_open, warnings=warnings)
+    return traces, TraceSet(
+        str(path), TraceList([]), excluded_open=excluded_open, warnings=warnings
+    )
 
 
 # --- Jaeger ------------------------------------------------------------------------------------
@@ -462,7 +468,7 @@ def _load_jaeger(
     until: datetime | None,
     limit: int | None,
     trace_id: str | None,
-) -> TraceSet:
+) -> tuple[list[Trace], TraceSet]:
     """One trace by id, or up to ``limit`` traces (default 2000) started in the window: those of
     ``service``, or without it, those of every application service, the limit shared fairly
     among them (``_find_shared``) so that one busy service cannot crowd out the others."""
@@ -491,6 +497,5 @@ def _load_jaeger(
     finally:
         client.close()
     traces, excluded_open = collector.assemble()
-    return TraceSet(
-        base_url.rstrip("/"), traces, excluded_open=excluded_open, jaeger_url=base_url.rstrip("/")
-    )
+    url = base_url.rstrip("/")
+    return traces, TraceSet(url, TraceList([]), excluded_open=excluded_open, jaeger_url=url)

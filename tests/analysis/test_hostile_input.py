@@ -49,7 +49,8 @@ for request in sys.stdin:
         os.environ["LLMTRACE_NATIVE"] = "1" if reader == "native" else "0"
         try:
             traceset = load_traces(request.strip())
-            assert (traceset.native is not None) == (reader == "native")
+            native = type(traceset.collector).__name__ == "NativeTraces"
+            assert native == (reader == "native")
             report = build_report(traceset).to_json()
             report.pop("generated_at")
             trace_ids = sorted(trace.trace_id for trace in traceset.traces)

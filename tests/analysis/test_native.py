@@ -15,6 +15,7 @@ import pytest
 from llmtrace import semconv as sc
 from llmtrace.analysis import native
 from llmtrace.analysis.model import Trace, TraceSet
+from llmtrace.analysis.native import NativeTraces
 from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES
 from llmtrace.analysis.report import build_report
 from llmtrace.analysis.sources import load_traces
@@ -205,7 +206,7 @@ def _report(
     monkeypatch.setenv("LLMTRACE_NATIVE", "1" if reader == "native" else "0")
     run = filters.pop("run", None)
     traceset = load_traces(str(path), **filters)
-    assert (traceset.native is not None) == (reader == "native")
+    assert isinstance(traceset.collector, NativeTraces) == (reader == "native")
     data = build_report(traceset, run=run).to_json()
     data.pop("generated_at")
     return data
@@ -217,7 +218,8 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSet, TraceS
     ours = load_traces(str(path))
     monkeypatch.setenv("LLMTRACE_NATIVE", "0")
     theirs = load_traces(str(path))
-    assert ours.native is not None and theirs.native is None
+    assert isinstance(ours.collector, NativeTraces)
+    assert not isinstance(theirs.collector, NativeTraces)
     return ours, theirs
 
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from llmtrace import semconv as sc
+from llmtrace.analysis.collect import TraceList
 from llmtrace.analysis.model import KIND_CLIENT, TraceSet
 from llmtrace.analysis.report import build_report
 from llmtrace.analysis.report_model import Report
@@ -51,7 +52,7 @@ def rag_trace(
 
 
 def traceset(trees: list[Tree]) -> TraceSet:
-    return TraceSet("test", [t for tree in trees for t in tree.traces()])
+    return TraceSet("test", TraceList([t for tree in trees for t in tree.traces()]))
 
 
 def test_stage_means_add_up_and_shares_sum_to_one() -> None:

@@ -1,0 +1,117 @@
+"""Per-trace columns the report needs, and the one protocol both trace readers implement.
+
+A reader (the Python one here, the native one in ``analysis.native``) breaks every chosen trace
+down once and hands the report columns aligned by trace: end-to-end times, seconds per stage,
+benchmark facts, and the model calls and sizes advice cites. The report reads only these columns,
+so it never learns which reader produced them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llmtrace import semconv as sc
+from llmtrace.analysis.breakdown import ModelPhases, critical_path
+from llmtrace.analysis.evidence import FactSink, root_facts
+from llmtrace.analysis.model import NANOS, Trace
+
+
+@dataclass(slots=True)
+class TraceInfo:
+    """What the report shows of one trace besides its times."""
+
+    trace_id: str
+    root: str
+    orphan: bool
+
+
+def _no_trace(index: int) -> Any:
+    raise IndexError(index)
+
+
+@dataclass(slots=True)
+class TraceColumns:
+    """Per-trace results gathered in one pass, as columns aligned by trace."""
+
+    durations: list[float] = field(default_factory=list)
+    columns: dict[str, list[float]] = field(default_factory=dict)  # stages with any time
+    bench_runs: list[str | None] = field(default_factory=list)
+    concurrency: list[int | None] = field(default_factory=list)
+    question_sets: list[str | None] = field(default_factory=list)
+    orphans: int = 0
+    started: int | None = None  # earliest root start (unix ns)
+    ended: int | None = None  # latest root end
+    sink: FactSink = field(default_factory=FactSink)
+    unclaimed: dict[str, float] = field(default_factory=dict)  # "other" seconds by span name
+    excluded_warmup: int = 0
+    info: Callable[[int], TraceInfo] = _no_trace
+    # the i-th trace as Python objects (for the waterfall of the slowest one)
+    full_trace: Callable[[int], Trace] = _no_trace
+
+
+class Collector(Protocol):
+    """Traces read by one reader, able to hand the report its per-trace columns."""
+
+    def collect(self, run: str | None) -> TraceColumns:
+        """The breakdown and facts of every trace (warm-up left out, only ``run``'s if given)."""
+        ...
+
+    def traces(self) -> list[Trace]:
+        """Every trace as Python objects, for callers that walk the spans themselves."""
+        ...
+
+
+def stage_columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
+    """One column per stage with time in any row, in vocabulary order; absent stages are 0."""
+    present = {stage for row in rows for stage, seconds in row.items() if seconds > 0}
+    return {stage: [row.get(stage, 0.0) for row in rows] for stage in sc.STAGES if stage in present}
+
+
+class TraceList:
+    """Traces already made Python objects (the Python reader, Jaeger): the reference rules."""
+
+    __slots__ = ("_traces",)
+
+    def __init__(self, traces: list[Trace]) -> None:
+        self._traces = traces
+
+    def traces(self) -> list[Trace]:
+        return self._traces
+
+    def collect(self, run: str | None) -> TraceColumns:
+        acc = TraceColumns()
+        unclaimed = acc.unclaimed
+        kept: list[Trace] = []
+        rows: list[dict[str, float]] = []
+        for trace in self._traces:
+            facts = root_facts(trace)
+            if facts.warmup:
+                acc.excluded_warmup += 1
+                continue
+            if run is not None and facts.bench_run != run:
+                continue
+            phases: dict[int, ModelPhases] = {}
+            stages: dict[str, float] = {}
+            for segment in critical_path(trace, phases):
+                seconds = (segment.end - segment.start) / NANOS
+                stage = segment.stage
+                stages[stage] = stages.get(stage, 0.0) + seconds
+                if stage == "other":
+                    unclaimed[segment.span] = unclaimed.get(segment.span, 0.0) + seconds
+            acc.sink.add_trace(trace, phases)
+            kept.append(trace)
+            rows.append(stages)
+            acc.durations.append(trace.duration)
+            acc.bench_runs.append(facts.bench_run)
+            acc.concurrency.append(facts.bench_concurrency)
+            acc.question_sets.append(facts.bench_question_set_hash)
+        acc.columns = stage_columns(rows)
+        acc.orphans = sum(1 for trace in kept if trace.orphan)
+        if kept:
+            acc.started = min(trace.root.start for trace in kept)
+            acc.ended = max(trace.root.end for trace in kept)
+        acc.info = lambda i: TraceInfo(kept[i].trace_id, kept[i].root.name, kept[i].orphan)
+        acc.full_trace = kept.__getitem__
+        return acc
