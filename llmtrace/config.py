@@ -178,13 +178,13 @@ def init(
             logger.debug("llmtrace.init() called again; the first configuration stays")
             return
         s = from_environment(Settings())
-        explicit_exporter = exporter is not None or os.environ.get("LLMTRACE_EXPORTER")
         overrides: dict[str, Any] = {}
         if service_name is not None:
             overrides["service_name"] = service_name
             overrides["service_name_given"] = True
         if exporter is not None:
             overrides["exporter"] = str(exporter).lower()
+            overrides["exporter_given"] = True
         if endpoint is not None:
             overrides["endpoint"] = endpoint
             # An explicit argument wins over the signal-specific variables too.
@@ -236,7 +236,7 @@ def init(
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider) and current is not _owned_provider:
             provider = current
-            add_exporter = bool(explicit_exporter)
+            add_exporter = s.exporter_given
             _warn_ineffective(service_name, resource_attributes, sample_ratio, sampler)
         else:
             _own_provider(_resource(s), sampler or _sampler(s))
@@ -371,7 +371,7 @@ def _install_metrics(s: Settings, resource: Resource) -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    if (os.environ.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower() == "none":
+    if s.metrics_exporter == "none":
         return
     if isinstance(metrics.get_meter_provider(), MeterProvider):
         return

@@ -50,6 +50,10 @@ class Settings:
     """Whether the service name was set (argument or ``OTEL_SERVICE_NAME``), or is the default
     (then a ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES`` wins, as the specification says)."""
     exporter: str = "auto"
+    exporter_given: bool = False
+    """Whether the exporter was asked for (argument or ``LLMTRACE_EXPORTER``), not the default."""
+    metrics_exporter: str = "otlp"
+    """``OTEL_METRICS_EXPORTER``: ``none`` keeps llmtrace from exporting the GenAI metrics."""
     endpoint: str | None = None
     """The base OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` semantics)."""
     traces_endpoint: str | None = None
@@ -178,6 +182,9 @@ def from_environment(base: Settings) -> Settings:
         env["service_name_given"] = True
     if (value := _env("LLMTRACE_EXPORTER")) is not None:
         env["exporter"] = value.lower()
+        env["exporter_given"] = True
+    if (value := _env("OTEL_METRICS_EXPORTER")) is not None:
+        env["metrics_exporter"] = value.lower()
     if (value := _env("OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
         env["endpoint"] = value
     if (value := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) is not None:

@@ -194,7 +194,6 @@ async def _run_and_close(
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import os
     import time
 
     from rich.console import Console
@@ -203,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtrace.bench.questions import load_questions
     from llmtrace.bench.runs import run_path, save_run
     from llmtrace.bench.tracing import DEFAULT_SERVICE_NAME, ensure_tracing
-    from llmtrace.options import default_trace_file
+    from llmtrace.options import default_trace_file, settings
     from llmtrace.render.terminal import print_comparison, print_report
 
     console = Console()
@@ -211,11 +210,14 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(args)
     traces_file = Path(args.traces or default_trace_file())
     source = report_source(args, traces_file)
-    otlp = args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    environment = settings()
+    otlp = args.otlp or environment.endpoint
     baseline = reporting.load_saved_report(args.baseline, args.runs_dir) if args.baseline else None
     target = build_target(args)
     ensure_tracing(
-        service_name=os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
+        service_name=(
+            environment.service_name if environment.service_name_given else DEFAULT_SERVICE_NAME
+        ),
         otlp_endpoint=otlp,
         # init()'s default: libraries the target imported are instrumented now, the others
         # when (if) they are imported; nothing is imported on the target's behalf.

@@ -9,7 +9,6 @@ the BLAS thread variables the embedding model wants.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from llmtrace.commands.report import add_jaeger_argument
@@ -104,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from llmtrace.demo.rag import RagSettings
         from llmtrace.demo.walkthrough import DemoOptions, run_demo
+        from llmtrace.options import settings
 
         console = Console()
         started = time.monotonic()
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
             questions=args.questions,
             concurrency=args.concurrency,
             output_dir=args.output_dir,
-            otlp=args.otlp or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
-            jaeger_url=args.jaeger or os.environ.get("LLMTRACE_JAEGER_URL") or DEFAULT_JAEGER_URL,
+            otlp=args.otlp or settings().endpoint,
+            jaeger_url=args.jaeger or settings().jaeger_url or DEFAULT_JAEGER_URL,
             baseline=RagSettings(top_k=args.top_k, max_tokens=args.max_tokens),
         )
         run_demo(options, console)
