@@ -30,13 +30,17 @@ wire owns them. Without a provider span beneath, the LangChain span keeps them.
 Context: the callbacks attach nothing across calls (rule 3). The span of a run is made current
 only inside LangChain's own per-step context copies (``runnables.config._set_config_context``,
 the same place LangChain puts its LangSmith parent run), so the spans of code inside a tool or a
-chain step nest under it; and around a chat model's request, as above.
+chain step nest under it; around a chat model's request, as above; and around a vector store
+retriever's search (``VectorStoreRetriever._get_relevant_documents``), which also gives
+``gen_ai.retrieval.top_k`` from its ``search_kwargs``, and nests an instrumented vector store's
+own span under the retrieval span.
 
 Known limits: a legacy completion model (``BaseLLM``), or a chat model whose class overrides
 ``stream()`` itself, sends its request with no LangChain span current, so a provider span made
 then is a sibling of the LangChain model span (both keep their timing; the breakdown still
 counts the time once, along the critical path). LangChain has no embeddings callback: embedding calls made by a vector store are not spans
-unless their provider is instrumented. ``gen_ai.retrieval.top_k`` is not known from callbacks.
+unless their provider is instrumented. ``gen_ai.retrieval.top_k`` is known for vector store
+retrievers only.
 """
 
 from __future__ import annotations
@@ -637,6 +641,17 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             self._safe_end(run_id)
 
 
+def _record_top_k(span: Span, retriever: Any, kwargs: Mapping[str, Any]) -> None:
+    """``gen_ai.retrieval.top_k`` from a vector store retriever's ``k``, when it was given."""
+    try:
+        search_kwargs = getattr(retriever, "search_kwargs", None) or {}
+        top_k = kwargs.get("k", search_kwargs.get("k"))
+        if _is_count(top_k):
+            span.set_attribute(semconv.GEN_AI_RETRIEVAL_TOP_K, top_k)
+    except Exception:
+        log_once(logger, "LangChain retriever top_k recording failed")
+
+
 def _serialized_name(serialized: Mapping[str, Any] | None) -> str | None:
     if not serialized:
         return None
@@ -705,6 +720,28 @@ class LangChainInstrumentor(LibraryInstrumentor):
             finally:
                 otel_context.detach(token)
 
+        def retrieve(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            span = handler.span_of(getattr(kwargs.get("run_manager"), "run_id", None))
+            if span is None:
+                return wrapped(*args, **kwargs)
+            _record_top_k(span, instance, kwargs)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                otel_context.detach(token)
+
+        async def aretrieve(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            span = handler.span_of(getattr(kwargs.get("run_manager"), "run_id", None))
+            if span is None:
+                return await wrapped(*args, **kwargs)
+            _record_top_k(span, instance, kwargs)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                return await wrapped(*args, **kwargs)
+            finally:
+                otel_context.detach(token)
+
         def stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             return _stepped(wrapped(*args, **kwargs))
 
@@ -718,6 +755,9 @@ class LangChainInstrumentor(LibraryInstrumentor):
         yield chat_models, "BaseChatModel._agenerate_with_cache", agenerate
         yield chat_models, "BaseChatModel.stream", stream
         yield chat_models, "BaseChatModel.astream", astream
+        vectorstores = "langchain_core.vectorstores.base"
+        yield vectorstores, "VectorStoreRetriever._get_relevant_documents", retrieve
+        yield vectorstores, "VectorStoreRetriever._aget_relevant_documents", aretrieve
 
     def _uninstrument(self, **kwargs: Any) -> None:
         super()._uninstrument(**kwargs)
