@@ -275,7 +275,7 @@ def _model_request_attributes(
         semconv.GEN_AI_OPERATION_NAME: operation,
         semconv.GEN_AI_REQUEST_MODEL: str(model),
     }
-    provider = metadata.get("ls_provider") or invocation.get("_type")
+    provider = metadata.get("ls_provider")
     if isinstance(provider, str):
         attributes[semconv.GEN_AI_PROVIDER_NAME] = provider
     for key, attribute in (
@@ -598,12 +598,18 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         entry = self._runs.pop(run_id, None)
         if isinstance(entry, _ModelRun):
-            self._end_model(entry, response, None)
+            try:
+                self._end_model(entry, response, None)
+            except Exception:
+                log_once(logger, "LangChain model span end failed")
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         entry = self._runs.pop(run_id, None)
         if isinstance(entry, _ModelRun):
-            self._end_model(entry, None, error)
+            try:
+                self._end_model(entry, None, error)
+            except Exception:
+                log_once(logger, "LangChain model span end failed")
 
     def _end_model(self, run: _ModelRun, response: Any, error: BaseException | None) -> None:
         span, recorder = run.span, run.recorder
