@@ -9,8 +9,9 @@ this span instead of adding its own (and injects this span's ``traceparent``).
 
 Streams come back as LiteLLM's ``CustomStreamWrapper`` (iterable sync and async); they are handed
 to the shared :class:`~llmtrace.streaming.StreamRecorder` with :class:`StreamChunkParser`, which
-knows LiteLLM's ``ModelResponseStream`` chunks; Responses API streams with :class:`ResponsesParser`. A provider LiteLLM calls lazily, on the first
-chunk (Vertex AI, Gemini, ...), sends its request inside the model call too.
+knows LiteLLM's ``ModelResponseStream`` chunks (Responses API streams: :class:`ResponsesParser`).
+A provider LiteLLM calls lazily, on the first chunk (Vertex AI, Gemini, ...), sends its request
+inside the model call too.
 
 The span's clock starts when LiteLLM is called, so its TTFT includes LiteLLM's own preparation
 before the request leaves (routing, parameter mapping, client set-up: a few milliseconds), which
@@ -47,7 +48,7 @@ from llmtrace.instrumentation._base import (
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import field_of, fields_of
 from llmtrace.instrumentation.openai import ResponsesEventParser, usage_attributes
-from llmtrace.instrumentation.provider import provider_name
+from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
     STATUS_OK,
@@ -108,11 +109,12 @@ def provider_of(litellm_provider: str, api_base: str | None) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _endpoint(
-    model: str, custom_provider: str | None, api_base: str | None
+    model: str, custom_provider: str | None, api_base: str | None, configured_name: str
 ) -> tuple[str, dict[str, Any]]:
-    """(model as sent, provider and server attributes) of one model route; cached, since every
-    call of an application usually takes one of a few routes. Never raises: a route LiteLLM
-    cannot resolve fails in LiteLLM itself, with its own error."""
+    """(model as sent, provider and server attributes) of one model route and one
+    ``LLMTRACE_PROVIDER_NAME``; cached, since an application's calls take a few routes. Never
+    raises: a route LiteLLM cannot resolve fails in LiteLLM itself, with its own error. Callers
+    copy the attributes; the cached dict never changes."""
     import litellm
 
     try:
@@ -176,6 +178,7 @@ def _start(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall
             model,
             custom_provider if isinstance(custom_provider, str) else None,
             api_base if isinstance(api_base, str) else None,
+            configured_provider_name(),
         )
         stage = "embedding" if operation == semconv.OP_EMBEDDINGS else semconv.LLM_STAGE
         attributes: dict[str, Any] = {
