@@ -52,62 +52,69 @@ class NativeTraces:
 
     def __init__(self, store: _native.TraceStore) -> None:
         self._store = store
-        # (trace id, root span id, orphan, root name) per chosen trace
         self.selected = store.selected()
         self._trees: dict[str, list[Span]] = {}
 
     def collect(self, run: str | None) -> TraceColumns:
         """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s)."""
-        traces, (calls, sizes, tools), unclaimed, excluded_warmup = self._store.collect(run)
-        chosen, durations, columns, (runs, concurrency, question_sets), orphans, start, end = traces
-        returned, top_k, query_hashes, rerank, embedding, prompt = sizes
+        got = self._store.collect(run)
         sink = FactSink(
-            model_calls=list(map(ModelCall._make, calls)),
-            retrieval_returned=returned,
-            retrieval_top_k=top_k,
-            retrieval_query_hashes=query_hashes,
-            rerank_inputs=rerank,
-            embedding_inputs=embedding,
-            prompt_chars=prompt,
-            tool_durations=dict(tools),
+            # flat tuples whose field order the native module names (MODEL_CALL_FIELDS)
+            model_calls=list(map(ModelCall._make, got.model_calls)),
+            retrieval_returned=got.retrieval_returned,
+            retrieval_top_k=got.retrieval_top_k,
+            retrieval_query_hashes=got.retrieval_query_hashes,
+            rerank_inputs=got.rerank_inputs,
+            embedding_inputs=got.embedding_inputs,
+            prompt_chars=got.prompt_chars,
+            tool_durations=dict(got.tool_durations),
         )
         selected = self.selected
+        chosen = got.chosen
 
         def info(i: int) -> TraceInfo:
-            trace_id, _, orphan, root = selected[chosen[i]]
-            return TraceInfo(trace_id, root, orphan)
+            trace = selected[chosen[i]]
+            return TraceInfo(trace.trace_id, trace.root_name, trace.orphan)
 
         return TraceColumns(
-            durations=durations,
-            columns=dict(columns),
-            bench_runs=runs,
-            concurrency=concurrency,
-            question_sets=question_sets,
-            orphans=orphans,
-            started=start,
-            ended=end,
+            durations=got.durations,
+            columns=dict(got.stages),
+            bench_runs=got.bench_runs,
+            concurrency=got.concurrency,
+            question_sets=got.question_sets,
+            orphans=got.orphans,
+            started=got.started,
+            ended=got.ended,
             sink=sink,
-            unclaimed=dict(unclaimed),
-            excluded_warmup=excluded_warmup,
+            unclaimed=dict(got.unclaimed),
+            excluded_warmup=got.excluded_warmup,
             info=info,
             full_trace=lambda i: self.trace(chosen[i]),
         )
 
     def trace(self, index: int) -> Trace:
         """The ``index``-th chosen trace as Python objects."""
-        trace_id, root_id, orphan, *_ = self.selected[index]
-        roots = self._trees.get(trace_id)
+        chosen = self.selected[index]
+        roots = self._trees.get(chosen.trace_id)
         if roots is None:
             spans: dict[str, Span] = {}
-            # (span id, parent id, name, kind, start, end, attributes, service): a Span's fields
-            for fields in self._store.trace_spans(index):
-                span = Span(*fields)
+            for record in self._store.trace_spans(index):
+                span = Span(
+                    span_id=record.span_id,
+                    parent_id=record.parent_id,
+                    name=record.name,
+                    kind=record.kind,
+                    start=record.start,
+                    end=record.end,
+                    attributes=record.attributes,
+                    service=record.service,
+                )
                 if _STAGE in span.attributes:
                     span.attributes[_STAGE] = stage_name(span.attributes[_STAGE])
                 spans[span.span_id] = span
-            roots = self._trees[trace_id] = link_children(spans)
-        (root,) = [span for span in roots if span.span_id == root_id]
-        return Trace(trace_id, root, orphan=orphan)
+            roots = self._trees[chosen.trace_id] = link_children(spans)
+        (root,) = [span for span in roots if span.span_id == chosen.root_span_id]
+        return Trace(chosen.trace_id, root, orphan=chosen.orphan)
 
     def traces(self) -> list[Trace]:
         return [self.trace(index) for index in range(len(self.selected))]

@@ -24,20 +24,75 @@ struct TraceStore {
     store: Store,
 }
 
-/// (kept trace indices among `selected()`, durations, [(stage, seconds per trace)],
-/// (bench run, concurrency, question set hash) per trace, orphans, earliest start, latest end)
-type TracesOut = (
-    Vec<usize>,
-    Vec<f64>,
-    Vec<(&'static str, Vec<f64>)>,
-    (Vec<Option<String>>, Vec<Option<i64>>, Vec<Option<String>>),
-    usize,
-    Option<i64>,
-    Option<i64>,
-);
-type SinkOut<'py> = (Bound<'py, PyList>, Vec<Vec<i64>>, Vec<(String, Vec<f64>)>);
-/// (traces, sink, unclaimed seconds by span name, warm-up traces left out)
-type CollectOut<'py> = (TracesOut, SinkOut<'py>, Vec<(String, f64)>, usize);
+/// One chosen trace, as the report names it.
+#[pyclass(module = "llmtrace_native", frozen, get_all)]
+struct SelectedTrace {
+    trace_id: String,
+    root_span_id: String,
+    orphan: bool,
+    root_name: String,
+}
+
+/// Breakdown and facts of the chosen traces, as columns aligned by trace
+/// (`llmtrace.analysis.collect.TraceColumns` is what Python makes of it).
+#[pyclass(module = "llmtrace_native", frozen, get_all)]
+struct Columns {
+    /// index among `selected()` of each kept trace
+    chosen: Vec<usize>,
+    durations: Vec<f64>,
+    /// (stage, seconds per trace) for the stages with any time, in vocabulary order
+    stages: Vec<(&'static str, Vec<f64>)>,
+    bench_runs: Vec<Option<String>>,
+    concurrency: Vec<Option<i64>>,
+    question_sets: Vec<Option<String>>,
+    orphans: usize,
+    started: Option<i64>,
+    ended: Option<i64>,
+    /// one flat tuple per model call, its fields in the order of `MODEL_CALL_FIELDS`
+    model_calls: Py<PyList>,
+    retrieval_returned: Vec<i64>,
+    retrieval_top_k: Vec<i64>,
+    retrieval_query_hashes: Vec<i64>,
+    rerank_inputs: Vec<i64>,
+    embedding_inputs: Vec<i64>,
+    prompt_chars: Vec<i64>,
+    tool_durations: Vec<(String, Vec<f64>)>,
+    /// "other" seconds by span name
+    unclaimed: Vec<(String, f64)>,
+    excluded_warmup: usize,
+}
+
+/// One span of a trace, with the fields of `llmtrace.analysis.model.Span`.
+#[pyclass(module = "llmtrace_native", frozen, get_all)]
+struct SpanRecord {
+    span_id: String,
+    parent_id: Option<String>,
+    name: String,
+    kind: i64,
+    start: i64,
+    end: i64,
+    attributes: Py<PyDict>,
+    service: Option<String>,
+}
+
+/// The fields of a model call tuple, in order: checked against `evidence.ModelCall` by the tests.
+const MODEL_CALL_FIELDS: [&str; 15] = [
+    "model",
+    "duration",
+    "time_to_first_token",
+    "generation_time",
+    "output_tokens_per_second",
+    "input_tokens",
+    "output_tokens",
+    "streamed",
+    "queue",
+    "network",
+    "server_joined",
+    "connect",
+    "finish_reasons",
+    "max_tokens",
+    "input_hash",
+];
 
 #[pymethods]
 impl TraceStore {
@@ -84,28 +139,28 @@ impl TraceStore {
         self.store.excluded_open
     }
 
-    /// The chosen traces: (trace id, root span id, orphan, root name).
-    fn selected(&self) -> Vec<(String, String, bool, String)> {
+    /// The chosen traces.
+    fn selected(&self) -> Vec<SelectedTrace> {
         self.store
             .selected
             .iter()
             .map(|s| {
                 let group = &self.store.groups[s.group as usize];
                 let root = group.span(s.root);
-                (
-                    group.trace_id.format(32),
-                    root.span_id.format(16),
-                    s.orphan,
-                    root.name.to_string(),
-                )
+                SelectedTrace {
+                    trace_id: group.trace_id.format(32),
+                    root_span_id: root.span_id.format(16),
+                    orphan: s.orphan,
+                    root_name: root.name.to_string(),
+                }
             })
             .collect()
     }
 
     /// Breakdown and facts of the chosen traces (warm-up requests left out, only `run`'s when
-    /// given), as columns aligned by trace: (traces, sink, unclaimed, excluded_warmup).
+    /// given), as columns aligned by trace.
     #[pyo3(signature = (run=None))]
-    fn collect<'py>(&self, py: Python<'py>, run: Option<&str>) -> PyResult<CollectOut<'py>> {
+    fn collect(&self, py: Python<'_>, run: Option<&str>) -> PyResult<Columns> {
         let store = &self.store;
         let collected: Collected = py.detach(|| {
             let traces = store
@@ -153,20 +208,12 @@ impl TraceStore {
             concurrency.push(row.facts.concurrency);
             question_sets.push(row.facts.question_set);
         }
-        let traces = (
-            chosen,
-            durations,
-            columns,
-            (runs, concurrency, question_sets),
-            orphans,
-            started,
-            ended,
-        );
         let sink = collected.sink;
-        // One flat tuple per call, in the field order of evidence.ModelCall.
+        // One flat tuple per call (MODEL_CALL_FIELDS): a hundred thousand of them are handed
+        // over at a time, and Python makes each a NamedTuple without looking at names.
         let calls = PyList::empty(py);
         for c in sink.model_calls {
-            let fields: [Bound<'py, PyAny>; 15] = [
+            let fields: [Bound<'_, PyAny>; 15] = [
                 c.model.into_pyobject(py)?.into_any(),
                 c.duration.into_pyobject(py)?.into_any(),
                 c.time_to_first_token.into_pyobject(py)?.into_any(),
@@ -185,47 +232,53 @@ impl TraceStore {
             ];
             calls.append(PyTuple::new(py, fields)?)?;
         }
-        let sizes = vec![
-            sink.retrieval_returned,
-            sink.retrieval_top_k,
-            sink.retrieval_query_hashes,
-            sink.rerank_inputs,
-            sink.embedding_inputs,
-            sink.prompt_chars,
-        ];
-        Ok((
-            traces,
-            (calls, sizes, sink.tool_durations),
-            collected.unclaimed,
-            collected.excluded_warmup,
-        ))
+        Ok(Columns {
+            chosen,
+            durations,
+            stages: columns,
+            bench_runs: runs,
+            concurrency,
+            question_sets,
+            orphans,
+            started,
+            ended,
+            model_calls: calls.unbind(),
+            retrieval_returned: sink.retrieval_returned,
+            retrieval_top_k: sink.retrieval_top_k,
+            retrieval_query_hashes: sink.retrieval_query_hashes,
+            rerank_inputs: sink.rerank_inputs,
+            embedding_inputs: sink.embedding_inputs,
+            prompt_chars: sink.prompt_chars,
+            tool_durations: sink.tool_durations,
+            unclaimed: collected.unclaimed,
+            excluded_warmup: collected.excluded_warmup,
+        })
     }
 
-    /// Every span of the `index`-th chosen trace's trace id, in reading order:
-    /// (span id, parent id, name, kind, start, end, attributes, service).
-    fn trace_spans<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyList>> {
+    /// Every span of the `index`-th chosen trace's trace id, in reading order.
+    fn trace_spans(&self, py: Python<'_>, index: usize) -> PyResult<Vec<SpanRecord>> {
         let selected = self
             .store
             .selected
             .get(index)
             .ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such trace"))?;
         let group = &self.store.groups[selected.group as usize];
-        let out = PyList::empty(py);
+        let mut out = Vec::with_capacity(group.spans.len());
         for span in &group.spans {
             let attributes = PyDict::new(py);
             for (key, value) in span.attrs.iter() {
                 attributes.set_item(model::KEYS[*key as usize], to_python(py, value)?)?;
             }
-            out.append((
-                span.span_id.format(16),
-                span.parent.as_ref().map(|id| id.format(16)),
-                &*span.name,
-                span.kind,
-                span.start,
-                span.end,
-                attributes,
-                span.service.as_deref(),
-            ))?;
+            out.push(SpanRecord {
+                span_id: span.span_id.format(16),
+                parent_id: span.parent.as_ref().map(|id| id.format(16)),
+                name: span.name.to_string(),
+                kind: span.kind.into(),
+                start: span.start,
+                end: span.end,
+                attributes: attributes.unbind(),
+                service: span.service.as_deref().map(str::to_string),
+            });
         }
         Ok(out)
     }
@@ -258,6 +311,10 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
 #[pymodule]
 fn llmtrace_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TraceStore>()?;
+    m.add_class::<SelectedTrace>()?;
+    m.add_class::<Columns>()?;
+    m.add_class::<SpanRecord>()?;
+    m.add("MODEL_CALL_FIELDS", MODEL_CALL_FIELDS.to_vec())?;
     m.add("ATTRIBUTES", model::KEYS.to_vec())?;
     m.add("STAGES", STAGES.to_vec())?;
     Ok(())

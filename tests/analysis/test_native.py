@@ -14,6 +14,7 @@ import pytest
 
 from llmtrace import semconv as sc
 from llmtrace.analysis import native
+from llmtrace.analysis.evidence import ModelCall
 from llmtrace.analysis.model import Trace, TraceSet
 from llmtrace.analysis.native import NativeTraces
 from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES
@@ -240,6 +241,14 @@ def test_the_native_reader_knows_the_stage_vocabulary_and_the_attributes_read() 
 
     assert tuple(llmtrace_native.STAGES) == sc.STAGES
     assert set(llmtrace_native.ATTRIBUTES) == KEPT_ATTRIBUTES | HASHED_ATTRIBUTES
+
+
+def test_the_native_model_call_fields_are_those_of_model_call() -> None:
+    # Model calls cross as flat tuples (a NamedTuple each is made without names): the order
+    # Rust writes them in is named once in native/src/lib.rs and must be ModelCall's.
+    import llmtrace_native
+
+    assert tuple(llmtrace_native.MODEL_CALL_FIELDS) == ModelCall._fields
 
 
 @pytest.mark.parametrize("seed", range(6))
