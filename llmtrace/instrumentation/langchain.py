@@ -46,6 +46,7 @@ retrievers only.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -106,11 +107,12 @@ class _UsageParser:
 class _StreamSlot:
     """The model span of one ``BaseChatModel.stream()`` call, once its run has started."""
 
-    __slots__ = ("span", "token")
+    __slots__ = ("span", "thread", "token")
 
     def __init__(self) -> None:
         self.span: Span | None = None
         self.token: Any = None
+        self.thread = 0
 
 
 # Set only during one step of a chat model's stream (never across a yield): the model run that
@@ -121,6 +123,7 @@ _stream_slot: ContextVar[_StreamSlot | None] = ContextVar("llmtrace_langchain_st
 
 def _enter_step(slot: _StreamSlot) -> tuple[bool, Any]:
     if slot.span is None:
+        slot.thread = threading.get_ident()
         return True, _stream_slot.set(slot)
     return False, otel_context.attach(trace.set_span_in_context(slot.span))
 
@@ -576,7 +579,9 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             self._runs[run_id] = _ModelRun(span, recorder, parent_run_id)
             watch_provider_calls(span)
             slot = _stream_slot.get()
-            if slot is not None and slot.span is None:
+            # Only where the step runs: a callback run in another thread (an executor) must not
+            # attach what the step would then fail to detach.
+            if slot is not None and slot.span is None and slot.thread == threading.get_ident():
                 # Detached by the stream's step that called here, before the step returns.
                 slot.span = span
                 slot.token = otel_context.attach(trace.set_span_in_context(span))
