@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -38,6 +39,8 @@ from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
+    bounded_content,
+    capture_settings,
     current_model_call,
     enter_model_call,
     get_tracer,
@@ -162,9 +165,16 @@ _APIS: dict[str, tuple[str, int]] = {
 }
 
 
-def _start(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall | None:
-    """The model call's span, or None when this call is not traced (the gate, or a model call
-    already in flight: LiteLLM inside another framework's model call adds nothing)."""
+# With content capture on: (content_max_bytes, redact hook) for the output.
+OutputBudget = tuple[int, Callable[[str], str] | None]
+
+
+def _start(
+    api: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[ModelCall, OutputBudget | None] | None:
+    """The model call's span and the output budget, or None when this call is not traced (the
+    gate, or a model call already in flight: LiteLLM inside another framework's model call adds
+    nothing)."""
     if current_model_call() is not None or not should_trace():
         return None
     try:
@@ -187,9 +197,20 @@ def _start(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall
             **endpoint,
             semconv.GEN_AI_REQUEST_MODEL: sent_model,
         }
+        output_budget: OutputBudget | None = None
         if api != _EMBEDDINGS:
             attributes[semconv.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
             attributes.update(_request_attributes(kwargs))
+            capture, max_bytes, redact, _inject_usage = capture_settings()
+            if capture:
+                messages = kwargs.get("messages" if api == _CHAT else "input")
+                if messages is None and api == _RESPONSES and args:
+                    messages = args[0]
+                if messages is not None:
+                    attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
+                        json.dumps(messages, default=str), max_bytes, redact
+                    )
+                output_budget = (max_bytes, redact)
         started_at = time.monotonic()
         span = get_tracer().start_span(
             f"{operation} {sent_model}", kind=SpanKind.CLIENT, attributes=attributes
@@ -197,13 +218,15 @@ def _start(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ModelCall
         # Under a framework's model span (LangChain's ChatLiteLLM), this span is the one closest
         # to the wire: it owns TTFT and usage, and the framework's span becomes structure.
         note_provider_call()
-        return ModelCall(span, started_at)
+        return ModelCall(span, started_at), output_budget
     except Exception:
         log_once(logger, "litellm model call span start failed")
         return None
 
 
-def _record_response(span: Span, response: Any, embeddings: bool) -> None:
+def _record_response(
+    span: Span, response: Any, embeddings: bool, output_budget: OutputBudget | None
+) -> None:
     """What a whole LiteLLM ``ModelResponse`` or ``EmbeddingResponse`` says, onto the span."""
     get = fields_of(response).get
     attributes: dict[str, Any] = {}
@@ -230,7 +253,19 @@ def _record_response(span: Span, response: Any, embeddings: bool) -> None:
             if isinstance(vector, list):
                 attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(vector)
     attributes.update(usage)
+    if output_budget is not None:
+        text = "".join(
+            content
+            for choice in get("choices") or ()
+            if isinstance(content := field_of(field_of(choice, "message"), "content"), str)
+        )
+        if text:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(text, output_budget)
     span.set_attributes(attributes)
+
+
+def _output_messages(text: str, output_budget: OutputBudget) -> str:
+    return bounded_content(json.dumps([{"role": "assistant", "content": text}]), *output_budget)
 
 
 class StreamChunkParser:
@@ -240,9 +275,13 @@ class StreamChunkParser:
     caller did not ask for usage), so every field is read with a default.
     """
 
-    __slots__ = ("_reasons", "id", "model", "usage")
+    __slots__ = ("_budget", "_reasons", "_text", "_text_left", "id", "model", "usage")
 
-    def __init__(self) -> None:
+    def __init__(self, output_budget: OutputBudget | None = None) -> None:
+        self._budget = output_budget
+        # With content capture on: the output text, kept only up to the byte budget.
+        self._text: list[str] | None = [] if output_budget is not None else None
+        self._text_left = output_budget[0] if output_budget is not None else 0
         self._reasons: dict[int, str] = {}
         self.id: str | None = None
         self.model: str | None = None
@@ -278,6 +317,11 @@ class StreamChunkParser:
             reason = getattr(choice, "finish_reason", None)
             if reason:
                 self._reasons[getattr(choice, "index", 0) or 0] = str(reason)
+            if self._text is not None and self._text_left > 0:
+                text = getattr(getattr(choice, "delta", None), "content", None)
+                if isinstance(text, str) and text:
+                    self._text.append(text)
+                    self._text_left -= len(text.encode("utf-8"))
 
     def output_tokens(self) -> int | None:
         value = field_of(self.usage, "completion_tokens")
@@ -294,6 +338,10 @@ class StreamChunkParser:
                 self._reasons[index] for index in sorted(self._reasons)
             ]
         attributes.update(usage_attributes(self.usage))
+        if self._text and self._budget is not None:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
+                "".join(self._text), self._budget
+            )
         span.set_attributes(attributes)
 
 
@@ -334,9 +382,15 @@ async def _awaited_in(awaitable: Any, call: ModelCall) -> Any:
         leave_model_call(in_flight)
 
 
-def _finish(result: Any, call: ModelCall, api: str, asynchronous: bool) -> Any:
+def _finish(
+    result: Any,
+    call: ModelCall,
+    api: str,
+    asynchronous: bool,
+    output_budget: OutputBudget | None,
+) -> Any:
     """A stream is handed to the recorder (the span ends with it); a whole response ends it now."""
-    parser = _stream_parser(result, api)
+    parser = _stream_parser(result, api, output_budget)
     if parser is not None:
         call.headers_received()
         make_call = getattr(result, "make_call", None)
@@ -354,7 +408,7 @@ def _finish(result: Any, call: ModelCall, api: str, asynchronous: bool) -> Any:
                 whole.final = result
                 whole.finish(span)
             else:
-                _record_response(span, result, api == _EMBEDDINGS)
+                _record_response(span, result, api == _EMBEDDINGS, output_budget)
         span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "litellm response recording failed")
@@ -389,12 +443,13 @@ class ResponsesParser(ResponsesEventParser):
         super().finish(span)
 
 
-def _stream_parser(result: Any, api: str) -> ChunkParser | None:
+def _stream_parser(result: Any, api: str, output_budget: OutputBudget | None) -> ChunkParser | None:
     """The parser for ``result`` if it is one of LiteLLM's streams, else None."""
     if api == _CHAT:
         from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
-        return StreamChunkParser() if isinstance(result, CustomStreamWrapper) else None
+        is_stream = isinstance(result, CustomStreamWrapper)
+        return StreamChunkParser(output_budget) if is_stream else None
     if api == _RESPONSES:
         from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
 
@@ -422,9 +477,10 @@ def _fail(call: ModelCall, exc: BaseException) -> None:
 
 def _sync_wrapper(api: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _start(api, args, kwargs)
-        if call is None:
+        started = _start(api, args, kwargs)
+        if started is None:
             return wrapped(*args, **kwargs)
+        call, output_budget = started
         in_flight = enter_model_call(call)
         try:
             try:
@@ -435,7 +491,7 @@ def _sync_wrapper(api: str) -> Callable[..., Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish(result, call, api, asynchronous=False)
+            return _finish(result, call, api, False, output_budget)
         except Exception:
             log_once(logger, "litellm model call span end failed")
             call.span.end()
@@ -446,9 +502,10 @@ def _sync_wrapper(api: str) -> Callable[..., Any]:
 
 def _async_wrapper(api: str) -> Callable[..., Any]:
     async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        call = _start(api, args, kwargs)
-        if call is None:
+        started = _start(api, args, kwargs)
+        if started is None:
             return await wrapped(*args, **kwargs)
+        call, output_budget = started
         in_flight = enter_model_call(call)
         try:
             try:
@@ -459,7 +516,7 @@ def _async_wrapper(api: str) -> Callable[..., Any]:
             _fail(call, exc)
             raise
         try:
-            return _finish(result, call, api, asynchronous=True)
+            return _finish(result, call, api, True, output_budget)
         except Exception:
             log_once(logger, "litellm model call span end failed")
             call.span.end()

@@ -109,6 +109,9 @@ def test_completion_is_one_model_span_with_usage_and_no_http_span(model_server, 
     # The HTTP layer put its phases on the model span instead of making a span.
     assert semconv.TIME_TO_HEADERS in attributes
     assert_traceparent_is(span, model_server)
+    # Message content is not captured unless asked for.
+    assert semconv.GEN_AI_INPUT_MESSAGES not in attributes
+    assert semconv.GEN_AI_OUTPUT_MESSAGES not in attributes
 
 
 def test_streamed_completion_measures_ttft_and_chunks(model_server, spans, traced):
@@ -342,6 +345,37 @@ def test_provider_names_follow_the_semantic_conventions(litellm_provider, api_ba
     from llmtrace.instrumentation.litellm import provider_of
 
     assert provider_of(litellm_provider, api_base) == name
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_captured_content_is_cut_to_the_byte_budget(model_server, spans, stream):
+    import llmtrace
+
+    tokens = ["日本", "語の", "文章", "です", "。" * 40]  # three bytes of UTF-8 a character
+    model_server.configure(tokens=tokens)
+    llmtrace.init(exporter="none", instrument=False, capture_content=True, content_max_bytes=64)
+    registry.instrument(LIBRARIES)
+    try:
+        messages = [{"role": "user", "content": "長い質問" * 50}]
+        result = litellm.completion(
+            model="openai/sim",
+            messages=messages,
+            api_base=model_server.base_url,
+            api_key="k",
+            stream=stream,
+        )
+        if stream:
+            text = "".join(c.choices[0].delta.content or "" for c in result if c.choices)
+        else:
+            text = result.choices[0].message.content
+    finally:
+        llmtrace.shutdown()
+        registry.uninstrument()
+    assert text == "".join(tokens)  # the caller's result is whole
+    span = only_model_span(spans)
+    for key in (semconv.GEN_AI_INPUT_MESSAGES, semconv.GEN_AI_OUTPUT_MESSAGES):
+        value = span.attributes[key]
+        assert 0 < len(value.encode("utf-8")) <= 64, (key, value)
 
 
 def test_the_gate_decides_nothing_under_suppression(model_server, spans, traced):
