@@ -16,6 +16,12 @@ from llmtrace import semconv as sc
 from llmtrace.analysis.breakdown import ModelPhases, critical_path
 from llmtrace.analysis.evidence import FactSink, root_facts
 from llmtrace.analysis.model import NANOS, Trace
+from llmtrace.analysis.otlp import KEPT_ATTRIBUTES
+from llmtrace.errors import SourceError
+
+# The request context ``llmtrace.context()`` sets on every span of a request: the root span
+# carries it, so filtering and grouping read the root alone.
+REQUEST_KEYS = (sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID)
 
 
 @dataclass(slots=True)
@@ -46,6 +52,8 @@ class TraceColumns:
     sink: FactSink = field(default_factory=FactSink)
     unclaimed: dict[str, float] = field(default_factory=dict)  # "other" seconds by span name
     excluded_warmup: int = 0
+    # the ``group_by`` attribute of each trace's root, when one was asked for
+    groups: list[str | None] | None = None
     info: Callable[[int], TraceInfo] = _no_trace
     # the i-th trace as Python objects (for the waterfall of the slowest one)
     full_trace: Callable[[int], Trace] = _no_trace
@@ -54,8 +62,9 @@ class TraceColumns:
 class Collector(Protocol):
     """Traces read by one reader, able to hand the report its per-trace columns."""
 
-    def collect(self, run: str | None) -> TraceColumns:
-        """The breakdown and facts of every trace (warm-up left out, only ``run``'s if given)."""
+    def collect(self, run: str | None, group_by: str | None = None) -> TraceColumns:
+        """The breakdown and facts of every trace (warm-up left out, only ``run``'s if given),
+        and the root's ``group_by`` attribute per trace when given."""
         ...
 
     def traces(self) -> list[Trace]:
@@ -69,6 +78,22 @@ def stage_columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
     return {stage: [row.get(stage, 0.0) for row in rows] for stage in sc.STAGES if stage in present}
 
 
+def check_root_key(key: str) -> str:
+    """``key`` when the readers keep it (filters and groups read it); a ``SourceError`` if not."""
+    if key not in KEPT_ATTRIBUTES:
+        raise SourceError(
+            f"cannot filter or group by {key!r}: trace files are read for the request context "
+            f"({', '.join(REQUEST_KEYS)}) and llmtrace's own attributes only"
+        )
+    return key
+
+
+def root_text(trace: Trace, key: str) -> str | None:
+    """The root span's ``key`` attribute when it is a string: what filters and groups compare."""
+    value = trace.root.attributes.get(key)
+    return value if isinstance(value, str) else None
+
+
 class TraceList:
     """Traces already made Python objects (the Python reader, Jaeger): the reference rules."""
 
@@ -80,8 +105,9 @@ class TraceList:
     def traces(self) -> list[Trace]:
         return self._traces
 
-    def collect(self, run: str | None) -> TraceColumns:
+    def collect(self, run: str | None, group_by: str | None = None) -> TraceColumns:
         acc = TraceColumns()
+        groups: list[str | None] = []
         unclaimed = acc.unclaimed
         kept: list[Trace] = []
         rows: list[dict[str, float]] = []
@@ -107,7 +133,11 @@ class TraceList:
             acc.bench_runs.append(facts.bench_run)
             acc.concurrency.append(facts.bench_concurrency)
             acc.question_sets.append(facts.bench_question_set_hash)
+            if group_by is not None:
+                groups.append(root_text(trace, group_by))
         acc.columns = stage_columns(rows)
+        if group_by is not None:
+            acc.groups = groups
         acc.orphans = sum(1 for trace in kept if trace.orphan)
         if kept:
             acc.started = min(trace.root.start for trace in kept)

@@ -96,6 +96,7 @@ class TraceSet:
         "_traces",
         "collector",
         "excluded_open",
+        "filters",
         "jaeger_url",
         "service",
         "source",
@@ -118,6 +119,7 @@ class TraceSet:
         self.excluded_open = excluded_open
         self.warnings = warnings if warnings is not None else []
         self.jaeger_url = jaeger_url
+        self.filters: dict[str, str] = {}  # root attributes every trace carries (--filter)
 
     @property
     def traces(self) -> list[Trace]:

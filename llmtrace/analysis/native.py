@@ -55,9 +55,10 @@ class NativeTraces:
         self.selected = store.selected()
         self._trees: dict[str, list[Span]] = {}
 
-    def collect(self, run: str | None) -> TraceColumns:
-        """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s)."""
-        got = self._store.collect(run)
+    def collect(self, run: str | None, group_by: str | None = None) -> TraceColumns:
+        """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s),
+        and the root's ``group_by`` attribute per trace when given."""
+        got = self._store.collect(run, group_by)
         sink = FactSink(
             # flat tuples whose field order the native module names (MODEL_CALL_FIELDS)
             model_calls=list(map(ModelCall._make, got.model_calls)),
@@ -88,6 +89,7 @@ class NativeTraces:
             sink=sink,
             unclaimed=dict(got.unclaimed),
             excluded_warmup=got.excluded_warmup,
+            groups=got.groups,
             info=info,
             full_trace=lambda i: self.trace(chosen[i]),
         )
@@ -128,6 +130,7 @@ def read_files(
     since: int | None,
     until: int | None,
     limit: int | None,
+    attributes: dict[str, str],
 ) -> tuple[NativeTraces, int, list[str]]:
     """Read trace files natively; return the chosen traces, open traces left out, problems."""
     assert _native is not None
@@ -135,5 +138,12 @@ def read_files(
     warnings: list[str] = []
     for file in files:
         warnings.extend(store.read_file(str(file), is_whole_document(file)))
-    store.assemble(trace_id=trace_id, service=service, since=since, until=until, limit=limit)
+    store.assemble(
+        trace_id=trace_id,
+        service=service,
+        since=since,
+        until=until,
+        limit=limit,
+        attributes=list(attributes.items()),
+    )
     return NativeTraces(store), store.excluded_open, warnings

@@ -76,6 +76,10 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.BENCH_CONCURRENCY,
         sc.BENCH_QUESTION_SET_HASH,
         sc.BENCH_WARMUP,
+        # request context (llmtrace.context()): what `report --filter` and `--group-by` read
+        sc.SESSION_ID,
+        sc.USER_ID,
+        sc.GEN_AI_CONVERSATION_ID,
     }
 )
 # Content attributes: only whether two requests were identical matters (cache advice), so the

@@ -17,11 +17,13 @@ from typing import Any
 from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
 from llmtrace.analysis.breakdown import critical_path, declared_stage, is_model_call
-from llmtrace.analysis.collect import TraceColumns
+from llmtrace.analysis.collect import TraceColumns, check_root_key
 from llmtrace.analysis.evidence import ModelCall
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.report_model import (
     Bottleneck,
+    Group,
+    Grouping,
     ModelUsage,
     Report,
     SlowTrace,
@@ -30,11 +32,12 @@ from llmtrace.analysis.report_model import (
     Waterfall,
     WaterfallSpan,
 )
-from llmtrace.analysis.stats import distribution, histogram
+from llmtrace.analysis.stats import Distribution, distribution, histogram
 
 SLOWEST = 10
 MAX_SAMPLES = 5000
 MAX_WATERFALL_SPANS = 300
+MAX_GROUPS = 20  # --group-by: the largest groups shown; the rest are counted
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -229,23 +232,21 @@ def _version() -> str:
         return "unknown"
 
 
-def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
+def build_report(
+    traceset: TraceSet, *, run: str | None = None, group_by: str | None = None
+) -> Report:
     """Statistics, bottleneck, tail and advice for every complete trace in ``traceset``.
 
     ``run`` keeps only the traces of one benchmark run (spans with ``llmtrace.bench.run``).
     Warm-up requests of a benchmark (``llmtrace.bench.warmup``) are left out and counted.
+    ``group_by`` adds a stage table per value of that root attribute (``grouping``).
     """
+    if group_by is not None:
+        check_root_key(group_by)
     with cyclic_gc_paused():
-        acc = traceset.collector.collect(run)
+        acc = traceset.collector.collect(run, group_by)
     columns = acc.columns
-    end_to_end = distribution(acc.durations)
-    stages: dict[str, StageSummary] = {}
-    for stage, values in columns.items():
-        summary = distribution(values)
-        assert summary is not None  # a present stage has values
-        share = summary.mean / end_to_end.mean if end_to_end and end_to_end.mean > 0 else 0.0
-        # stage times are never negative: the traces with time in it are those without a zero
-        stages[stage] = StageSummary(summary, share, len(values) - values.count(0.0))
+    end_to_end, stages = _stage_summaries(acc.durations, columns)
     calls = acc.sink.model_calls
     ttfts = [c.time_to_first_token for c in calls if c.time_to_first_token is not None]
     evidence = _evidence(acc)
@@ -291,6 +292,56 @@ def build_report(traceset: TraceSet, *, run: str | None = None) -> Report:
         samples=_samples(acc.durations, columns),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         llmtrace_version=_version(),
+        grouping=_grouping(group_by, acc) if group_by is not None else None,
+        filters=dict(traceset.filters),
+    )
+
+
+def _stage_summaries(
+    durations: list[float], columns: dict[str, list[float]]
+) -> tuple[Distribution | None, dict[str, StageSummary]]:
+    """End-to-end distribution and per-stage summaries of traces given as aligned columns."""
+    end_to_end = distribution(durations)
+    stages: dict[str, StageSummary] = {}
+    for stage, values in columns.items():
+        summary = distribution(values)
+        if summary is None:
+            continue
+        share = summary.mean / end_to_end.mean if end_to_end and end_to_end.mean > 0 else 0.0
+        # stage times are never negative: the traces with time in it are those without a zero
+        traces = len(values) - values.count(0.0)
+        if traces:
+            stages[stage] = StageSummary(summary, share, traces)
+    return end_to_end, stages
+
+
+def _grouping(key: str, acc: TraceColumns) -> Grouping:
+    """One stage table per value of the roots' ``key`` attribute, the largest groups first.
+
+    At most ``MAX_GROUPS`` are kept (ties by value, so a report is reproducible); the rest are
+    counted, as are the traces whose root does not carry ``key`` as a string.
+    """
+    members: dict[str, list[int]] = {}
+    without = 0
+    for i, value in enumerate(acc.groups or ()):
+        if value is None:
+            without += 1
+        else:
+            members.setdefault(value, []).append(i)
+    ranked = sorted(members.items(), key=lambda item: (-len(item[1]), item[0]))
+    groups: dict[str, Group] = {}
+    for value, index in ranked[:MAX_GROUPS]:
+        durations = [acc.durations[i] for i in index]
+        columns = {stage: [values[i] for i in index] for stage, values in acc.columns.items()}
+        end_to_end, stages = _stage_summaries(durations, columns)
+        groups[value] = Group(traces=len(index), end_to_end=end_to_end, stages=stages)
+    left_out = ranked[MAX_GROUPS:]
+    return Grouping(
+        key=key,
+        groups=groups,
+        groups_left_out=len(left_out),
+        traces_left_out=sum(len(index) for _, index in left_out),
+        traces_without_value=without,
     )
 
 

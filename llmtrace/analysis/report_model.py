@@ -116,6 +116,44 @@ class Waterfall:
 
 
 @dataclass(slots=True)
+class Group:
+    """The traces whose root carries one value of the ``--group-by`` attribute."""
+
+    traces: int
+    end_to_end: Distribution | None
+    stages: dict[str, StageSummary]  # the same per-stage schema as the whole report's
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "traces": self.traces,
+            "end_to_end": _dist_json(self.end_to_end),
+            "stages": {stage: summary.to_json() for stage, summary in self.stages.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Group:
+        return cls(
+            traces=int(data.get("traces", 0)),
+            end_to_end=_dist(data.get("end_to_end")),
+            stages={
+                stage: StageSummary.from_json(summary)
+                for stage, summary in (data.get("stages") or {}).items()
+            },
+        )
+
+
+@dataclass(slots=True)
+class Grouping:
+    """``--group-by KEY``: a stage table per value, the largest groups first, the rest counted."""
+
+    key: str
+    groups: dict[str, Group]
+    groups_left_out: int = 0
+    traces_left_out: int = 0
+    traces_without_value: int = 0  # roots without the attribute (or not a string)
+
+
+@dataclass(slots=True)
 class Report:
     source: str
     service: str | None
@@ -141,6 +179,8 @@ class Report:
     samples: dict[str, Any] = field(default_factory=dict)
     generated_at: str = ""
     llmtrace_version: str = ""
+    grouping: Grouping | None = None
+    filters: dict[str, str] = field(default_factory=dict)  # --filter KEY=VALUE, on root spans
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -195,6 +235,19 @@ class Report:
             "generated_at": self.generated_at,
             "llmtrace_version": self.llmtrace_version,
             "samples": self.samples,
+            "filters": dict(self.filters),
+            # --group-by: null without it; "groups" is keyed by value, largest first
+            "group_by": None
+            if self.grouping is None
+            else {
+                "key": self.grouping.key,
+                "groups_left_out": self.grouping.groups_left_out,
+                "traces_left_out": self.grouping.traces_left_out,
+                "traces_without_value": self.grouping.traces_without_value,
+            },
+            "groups": None
+            if self.grouping is None
+            else {value: group.to_json() for value, group in self.grouping.groups.items()},
         }
 
     @classmethod
@@ -204,6 +257,19 @@ class Report:
             raise ValueError(f"not an llmtrace report (schema {schema!r}, expected {SCHEMA!r})")
         bottleneck = data.get("bottleneck")
         tail = data.get("tail")
+        group_by = data.get("group_by")
+        grouping = None
+        if group_by:
+            grouping = Grouping(
+                key=str(group_by["key"]),
+                groups={
+                    str(value): Group.from_json(group)
+                    for value, group in (data.get("groups") or {}).items()
+                },
+                groups_left_out=int(group_by.get("groups_left_out", 0)),
+                traces_left_out=int(group_by.get("traces_left_out", 0)),
+                traces_without_value=int(group_by.get("traces_without_value", 0)),
+            )
         return cls(
             source=str(data.get("source", "")),
             service=data.get("service"),
@@ -261,6 +327,8 @@ class Report:
             samples=data.get("samples") or {},
             generated_at=str(data.get("generated_at", "")),
             llmtrace_version=str(data.get("llmtrace_version", "")),
+            grouping=grouping,
+            filters={str(k): str(v) for k, v in (data.get("filters") or {}).items()},
         )
 
 

@@ -17,7 +17,7 @@ import httpx
 import orjson
 
 from llmtrace.analysis import native
-from llmtrace.analysis.collect import TraceList
+from llmtrace.analysis.collect import TraceList, check_root_key, root_text
 from llmtrace.analysis.model import NANOS, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.otlp import (
     OTLPFormatError,
@@ -91,10 +91,13 @@ def load_traces(
     until: datetime | str | None = None,
     limit: int | None = None,
     trace_id: str | None = None,
+    attributes: dict[str, str] | None = None,
 ) -> TraceSet:
     """Read traces from a file, a directory of trace files, or a Jaeger base URL.
 
-    Filters: ``service`` keeps traces with a span of that service; ``lookback`` / ``since`` /
+    Filters: ``service`` keeps traces with a span of that service; ``attributes`` keeps traces
+    whose root span carries every (key, value) as a string (the request context
+    ``llmtrace.context()`` sets on every span of a request, so the root is enough); ``lookback`` / ``since`` /
     ``until`` keep traces whose root started in the window; ``limit`` keeps the most recent N;
     ``trace_id`` reads one trace. Raises ``SourceError`` when the source cannot be read.
     """
@@ -107,11 +110,18 @@ def load_traces(
         trace_id = trace_id.strip().lower()
     if limit is not None and limit <= 0:
         raise SourceError(f"invalid limit {limit}: use a positive number of traces")
+    wanted = {check_root_key(key): value for key, value in (attributes or {}).items()}
     with cyclic_gc_paused():
         if native.available() and not is_jaeger_url(source):
             # The native reader applies the same filters while it links the traces.
             traceset = _load_files_native(
-                Path(source), trace_id, service, _nanos(since_time), _nanos(until_time), limit
+                Path(source),
+                trace_id,
+                service,
+                _nanos(since_time),
+                _nanos(until_time),
+                limit,
+                wanted,
             )
         else:
             if is_jaeger_url(source):
@@ -120,9 +130,10 @@ def load_traces(
                 )
             else:
                 traces, traceset = _load_files(Path(source))
-            chosen = _filter(traces, service, since_time, until_time, limit, trace_id)
+            chosen = _filter(traces, service, since_time, until_time, limit, trace_id, wanted)
             traceset.collector = TraceList(chosen)
     traceset.service = service
+    traceset.filters = wanted
     return traceset
 
 
@@ -137,6 +148,7 @@ def _filter(
     until: datetime | None,
     limit: int | None,
     trace_id: str | None,
+    attributes: dict[str, str],
 ) -> list[Trace]:
     if trace_id is not None:
         traces = [trace for trace in traces if trace.trace_id == trace_id]
@@ -144,6 +156,8 @@ def _filter(
         traces = [
             trace for trace in traces if any(span.service == service for span in trace.spans())
         ]
+    for key, value in attributes.items():
+        traces = [trace for trace in traces if root_text(trace, key) == value]
     if since is not None:
         low = int(since.timestamp() * NANOS)
         traces = [trace for trace in traces if trace.root.start >= low]
@@ -261,6 +275,7 @@ def _load_files_native(
     since: int | None,
     until: int | None,
     limit: int | None,
+    attributes: dict[str, str],
 ) -> TraceSet:
     traces, excluded_open, problems = native.read_files(
         _source_files(path),
@@ -269,6 +284,7 @@ def _load_files_native(
         since=since,
         until=until,
         limit=limit,
+        attributes=attributes,
     )
     warnings: list[str] = []
     for problem in problems:

@@ -20,6 +20,7 @@ EXAMPLES = (
     "llmtrace report",
     "llmtrace report .llmtrace/traces.jsonl --lookback 2h --html report.html",
     "llmtrace report --jaeger http://localhost:16686 --service support-bot --limit 500",
+    "llmtrace report --filter user.id=u-42 --group-by session.id",
 )
 
 
@@ -102,6 +103,16 @@ def jaeger_url(text: str) -> str:
     return text
 
 
+def filter_argument(text: str) -> tuple[str, str]:
+    """``--filter KEY=VALUE``: a root span attribute and the string it must equal."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"invalid filter {text!r}: use KEY=VALUE, e.g. session.id=abc123"
+        )
+    return key.strip(), value
+
+
 def add_jaeger_argument(parser: argparse.ArgumentParser, help: str) -> None:
     """``--jaeger URL``, spelt the same by every command that reads or checks Jaeger."""
     parser.add_argument("--jaeger", metavar="URL", type=jaeger_url, help=help)
@@ -168,6 +179,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_html_argument(parser, "also write the report as one self-contained HTML page to FILE")
     add_source_arguments(parser)
+    parser.add_argument(
+        "--filter",
+        type=filter_argument,
+        action="append",
+        metavar="KEY=VALUE",
+        help="only traces whose root span has attribute KEY equal to VALUE (repeatable, all "
+        "must match; KEY: session.id, user.id, gen_ai.conversation.id, set by "
+        "llmtrace.context()), e.g. --filter user.id=u-42",
+    )
+    parser.add_argument(
+        "--group-by",
+        metavar="KEY",
+        help="also one stage table per value of the root span's attribute KEY (session.id, "
+        "user.id, gen_ai.conversation.id): the 20 largest groups, the rest counted",
+    )
 
 
 def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
@@ -182,6 +208,7 @@ def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
         until=args.until,
         limit=args.limit,
         trace_id=args.trace_id,
+        attributes=dict(getattr(args, "filter", None) or []),
     )
 
 
@@ -192,7 +219,7 @@ def report_from_traces(
     no complete trace is an error that says what was left out."""
     from llmtrace.analysis.report import build_report
 
-    report = build_report(traceset, run=run or args.run)
+    report = build_report(traceset, run=run or args.run, group_by=getattr(args, "group_by", None))
     if report.traces == 0:
         detail = []
         if traceset.excluded_open:
@@ -222,7 +249,7 @@ def report_from_source(source: str, args: argparse.Namespace) -> Report:
 def _has_filters(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name, None)
-        for name in ("service", "lookback", "since", "until", "trace_id", "run")
+        for name in ("service", "lookback", "since", "until", "trace_id", "run", "filter")
     )
 
 

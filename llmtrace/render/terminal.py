@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llmtrace.analysis.compare import END_TO_END, Comparison
-from llmtrace.analysis.report_model import Report
+from llmtrace.analysis.report_model import Report, StageSummary
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
     format_count,
@@ -31,15 +31,19 @@ def _share_bar(share: float, width: int = 5) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
-def _stage_table(report: Report) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Latency by stage (critical path)")
+def _stage_table(
+    stages: dict[str, StageSummary],
+    end_to_end: Distribution | None,
+    bottleneck: str | None,
+    title: str = "Latency by stage (critical path)",
+) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=title)
     table.add_column("stage", style="bold", no_wrap=True, min_width=11)
     for name in ("mean", "P50", "P90", "P95", "P99"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True, style="cyan")
-    bottleneck = report.bottleneck.stage if report.bottleneck else None
-    for stage, summary in report.stages.items():
+    for stage, summary in stages.items():
         label = Text(stage, style="bold red" if stage == bottleneck else "bold")
         table.add_row(
             label,
@@ -48,8 +52,34 @@ def _stage_table(report: Report) -> Table:
             _share_bar(summary.share),
         )
     table.add_section()
-    table.add_row("end-to-end", *_distribution_cells(report.end_to_end), "100%", "")
+    table.add_row("end-to-end", *_distribution_cells(end_to_end), "100%", "")
     return table
+
+
+def _print_groups(report: Report, console: Console) -> None:
+    grouping = report.grouping
+    if grouping is None:
+        return
+    for value, group in grouping.groups.items():
+        title = f"{grouping.key} = {value}: {group.traces} {_traces(group.traces)}"
+        console.print(_stage_table(group.stages, group.end_to_end, None, title))
+    notes = []
+    if grouping.groups_left_out:
+        notes.append(
+            f"{grouping.groups_left_out} smaller groups ({grouping.traces_left_out} "
+            f"{_traces(grouping.traces_left_out)}) not shown"
+        )
+    if grouping.traces_without_value:
+        notes.append(
+            f"{grouping.traces_without_value} {_traces(grouping.traces_without_value)} "
+            f"without {grouping.key}"
+        )
+    if notes:
+        console.print("[dim]" + "; ".join(notes) + "[/]", highlight=False)
+
+
+def _traces(count: int) -> str:
+    return "trace" if count == 1 else "traces"
 
 
 def _model_table(report: Report) -> Table | None:
@@ -110,6 +140,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
         header += f" (service {report.service})"
     if report.run and report.run.get("name"):
         header += f", run {report.run['name']}"
+    if report.filters:
+        header += ", " + ", ".join(f"{key}={value}" for key, value in report.filters.items())
     console.print(header)
     notes = []
     if report.excluded_open:
@@ -127,7 +159,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
     if report.traces == 0 or report.end_to_end is None:
         console.print("No complete traces to analyse.")
         return
-    console.print(_stage_table(report))
+    bottleneck = report.bottleneck.stage if report.bottleneck else None
+    console.print(_stage_table(report.stages, report.end_to_end, bottleneck))
+    _print_groups(report, console)
     lines = []
     if report.ttft:
         lines.append(

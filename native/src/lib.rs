@@ -60,6 +60,8 @@ struct Columns {
     /// "other" seconds by span name
     unclaimed: Vec<(String, f64)>,
     excluded_warmup: usize,
+    /// the `group_by` attribute of each trace's root (None: not a string, or absent)
+    groups: Option<Vec<Option<String>>>,
 }
 
 /// One span of a trace, with the fields of `llmtrace.analysis.model.Span`.
@@ -112,7 +114,9 @@ impl TraceStore {
 
     /// Link spans into trees and choose the complete traces passing the filters (times in unix
     /// nanoseconds). Returns how many traces were chosen.
-    #[pyo3(signature = (trace_id=None, service=None, since=None, until=None, limit=None))]
+    /// `attributes` keeps the traces whose root span carries each (key, value) as a string.
+    #[pyo3(signature = (trace_id=None, service=None, since=None, until=None, limit=None, attributes=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         &mut self,
         py: Python<'_>,
@@ -121,7 +125,12 @@ impl TraceStore {
         since: Option<i64>,
         until: Option<i64>,
         limit: Option<usize>,
-    ) -> usize {
+        attributes: Vec<(String, String)>,
+    ) -> PyResult<usize> {
+        let mut by_index = Vec::with_capacity(attributes.len());
+        for (key, value) in &attributes {
+            by_index.push((root_key(key)?, value.as_str()));
+        }
         let store = &mut self.store;
         let filters = Filters {
             trace_id,
@@ -129,9 +138,10 @@ impl TraceStore {
             since,
             until,
             limit,
+            attributes: by_index,
         };
         py.detach(|| store.assemble(&filters));
-        self.store.selected.len()
+        Ok(self.store.selected.len())
     }
 
     #[getter]
@@ -159,8 +169,15 @@ impl TraceStore {
 
     /// Breakdown and facts of the chosen traces (warm-up requests left out, only `run`'s when
     /// given), as columns aligned by trace.
-    #[pyo3(signature = (run=None))]
-    fn collect(&self, py: Python<'_>, run: Option<&str>) -> PyResult<Columns> {
+    /// `group_by` names a root attribute whose string value is returned per trace (`groups`).
+    #[pyo3(signature = (run=None, group_by=None))]
+    fn collect(
+        &self,
+        py: Python<'_>,
+        run: Option<&str>,
+        group_by: Option<&str>,
+    ) -> PyResult<Columns> {
+        let group_key = group_by.map(root_key).transpose()?;
         let store = &self.store;
         let collected: Collected = py.detach(|| {
             let traces = store
@@ -191,6 +208,7 @@ impl TraceStore {
         let mut durations = Vec::with_capacity(count);
         let (mut runs, mut concurrency, mut question_sets) = (Vec::new(), Vec::new(), Vec::new());
         let (mut orphans, mut started, mut ended) = (0, None::<i64>, None::<i64>);
+        let mut groups = Vec::new();
         for (t, row) in collected.rows.into_iter().enumerate() {
             for (stage, seconds) in row.stages {
                 if let Some(column) = columns.get_mut(column_of[stage as usize]) {
@@ -207,6 +225,9 @@ impl TraceStore {
             runs.push(row.facts.bench_run);
             concurrency.push(row.facts.concurrency);
             question_sets.push(row.facts.question_set);
+            if let Some(key) = group_key {
+                groups.push(root.text(key).map(str::to_string));
+            }
         }
         let sink = collected.sink;
         // One flat tuple per call (MODEL_CALL_FIELDS): a hundred thousand of them are handed
@@ -252,6 +273,7 @@ impl TraceStore {
             tool_durations: sink.tool_durations,
             unclaimed: collected.unclaimed,
             excluded_warmup: collected.excluded_warmup,
+            groups: group_key.map(|_| groups),
         })
     }
 
@@ -281,6 +303,16 @@ impl TraceStore {
             });
         }
         Ok(out)
+    }
+}
+
+/// The index of a root attribute traces can be filtered and grouped by.
+fn root_key(name: &str) -> PyResult<u8> {
+    match model::attribute_index(name) {
+        Some(key) => Ok(key),
+        None => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "attribute {name:?} is not read from trace files"
+        ))),
     }
 }
 

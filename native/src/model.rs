@@ -126,6 +126,9 @@ keys! {
     BENCH_WARMUP = "llmtrace.bench.warmup",
     INPUT_MESSAGES = "gen_ai.input.messages",
     RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text",
+    SESSION_ID = "session.id",
+    USER_ID = "user.id",
+    CONVERSATION_ID = "gen_ai.conversation.id",
 }
 
 fn key_table() -> &'static FastMap<&'static str, u8> {
@@ -140,7 +143,11 @@ fn key_table() -> &'static FastMap<&'static str, u8> {
 
 fn lookup(name: &str) -> Option<u8> {
     // Every key read starts with one of these; HTTP, URL and application keys stop here.
-    if !(name.starts_with("gen_ai.") || name.starts_with("llmtrace.")) {
+    if !(name.starts_with("gen_ai.")
+        || name.starts_with("llmtrace.")
+        || name.starts_with("session.")
+        || name.starts_with("user."))
+    {
         return None;
     }
     key_table().get(name).copied()
@@ -551,6 +558,14 @@ impl SpanRec {
         match self.attrs.iter().rev().find(|(k, _)| *k == key) {
             Some((_, Value::None)) | None => None,
             Some((_, value)) => Some(value),
+        }
+    }
+
+    /// The attribute's value when it is a string (what `--filter` and `--group-by` compare).
+    pub fn text(&self, key: u8) -> Option<&str> {
+        match self.get(key) {
+            Some(Value::Str(text)) => Some(text),
+            _ => None,
         }
     }
 

@@ -128,6 +128,8 @@ pub struct Filters<'a> {
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub limit: Option<usize>,
+    /// (attribute index, value) pairs the root span must all carry as strings
+    pub attributes: Vec<(u8, &'a str)>,
 }
 
 #[derive(Default)]
@@ -305,6 +307,15 @@ impl Store {
         }
         if let Some(service) = filters.service {
             selected.retain(|s| self.groups[s.group as usize].subtree_has_service(s.root, service));
+        }
+        if !filters.attributes.is_empty() {
+            selected.retain(|s| {
+                let root = self.groups[s.group as usize].span(s.root);
+                filters
+                    .attributes
+                    .iter()
+                    .all(|(key, value)| root.text(*key) == Some(*value))
+            });
         }
         let start = |s: &Selected| self.groups[s.group as usize].span(s.root).start;
         if let Some(since) = filters.since {
