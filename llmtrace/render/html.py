@@ -10,7 +10,8 @@ import html
 from pathlib import Path
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.report_model import Report
+from llmtrace.analysis.report_model import Report, StageSummary
+from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import format_count, format_seconds, format_share
 
 STAGE_COLORS = {
@@ -192,10 +193,14 @@ def waterfall_chart(report: Report) -> str:
     )
 
 
-def _stage_table(report: Report) -> str:
+def _stage_table(
+    stages: dict[str, StageSummary],
+    end_to_end: Distribution | None,
+    attributes: str = 'id="stages"',
+) -> str:
     head = "<tr><th>stage</th><th>mean</th><th>P50</th><th>P90</th><th>P95</th><th>P99</th><th>share</th></tr>"
     rows = []
-    for stage, summary in report.stages.items():
+    for stage, summary in stages.items():
         d = summary.distribution
         cells = "".join(
             f"<td>{format_seconds(v)}</td>" for v in (d.mean, d.p50, d.p90, d.p95, d.p99)
@@ -204,13 +209,37 @@ def _stage_table(report: Report) -> str:
             f'<tr><td><i class="swatch" style="background:{_color(stage)}"></i>{_esc(stage)}</td>'
             f"{cells}<td>{format_share(summary.share)}</td></tr>"
         )
-    if report.end_to_end:
-        d = report.end_to_end
+    if end_to_end:
+        d = end_to_end
         cells = "".join(
             f"<td>{format_seconds(v)}</td>" for v in (d.mean, d.p50, d.p90, d.p95, d.p99)
         )
         rows.append(f"<tr><th>end-to-end</th>{cells}<td>100%</td></tr>")
-    return f'<table id="stages">{head}{"".join(rows)}</table>'
+    return f"<table {attributes}>{head}{''.join(rows)}</table>"
+
+
+def _group_tables(report: Report) -> list[str]:
+    grouping = report.grouping
+    if grouping is None:
+        return []
+    parts = [f"<h2>Latency by stage, by {_esc(grouping.key)}</h2>"]
+    for value, group in grouping.groups.items():
+        noun = "trace" if group.traces == 1 else "traces"
+        parts.append(f"<h3>{_esc(grouping.key)} = {_esc(value)}: {group.traces} {noun}</h3>")
+        parts.append(_stage_table(group.stages, group.end_to_end, 'class="group-stages"'))
+    notes = []
+    if grouping.groups_left_out:
+        notes.append(
+            f"{grouping.groups_left_out} smaller groups ({grouping.traces_left_out} traces) "
+            "not shown"
+        )
+    if grouping.traces_without_value:
+        count = grouping.traces_without_value
+        noun = "trace" if count == 1 else "traces"
+        notes.append(f"{count} {noun} without {_esc(grouping.key)}")
+    if notes:
+        parts.append(f'<p class="meta">{"; ".join(notes)}.</p>')
+    return parts
 
 
 def _models_table(report: Report) -> str:
@@ -289,8 +318,9 @@ def render_html(report: Report) -> str:
         "<h2>Share of end-to-end time by stage</h2>",
         stage_share_chart(report),
         "<h2>Latency by stage</h2>",
-        _stage_table(report),
+        _stage_table(report.stages, report.end_to_end),
         percentile_chart(report),
+        *_group_tables(report),
         "<h2>Time to first token</h2>",
         ttft_histogram_chart(report),
         _models_table(report),

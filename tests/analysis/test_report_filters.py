@@ -156,6 +156,15 @@ def test_filter_and_group_by_on_the_command_line(reader: str, two_users: Path) -
     assert "session.id = s-b: 1 trace" in table
 
 
+def test_the_html_report_shows_a_table_per_group(two_users: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    run_llmtrace("report", str(two_users), "--group-by", "session.id", "--html", str(page))
+    html = page.read_text()
+    assert html.count('class="group-stages"') == 3
+    assert "session.id = s-c: 2 traces" in html
+    assert "1 trace without session.id" in html
+
+
 def test_a_malformed_filter_is_a_usage_error(two_users: Path) -> None:
     result = run_llmtrace("report", str(two_users), "--filter", "user.id", check=False)
     assert result.returncode == 2
