@@ -50,7 +50,11 @@ from llmtrace.instrumentation._base import (
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import field_of, fields_of
-from llmtrace.instrumentation.openai import ResponsesEventParser, usage_attributes
+from llmtrace.instrumentation.openai import (
+    ResponsesEventParser,
+    streamed_response_attributes,
+    usage_attributes,
+)
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
@@ -328,16 +332,7 @@ class StreamChunkParser:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = {}
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
-        if self._reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
-                self._reasons[index] for index in sorted(self._reasons)
-            ]
-        attributes.update(usage_attributes(self.usage))
+        attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
         if self._text and self._budget is not None:
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
                 "".join(self._text), self._budget

@@ -218,6 +218,24 @@ def _output_text(response: Any) -> str:
     return "".join(parts)
 
 
+def streamed_response_attributes(
+    response_id: str | None, model: str | None, reasons: dict[int, str], usage: Any
+) -> dict[str, Any]:
+    """The response attributes of a stream of OpenAI-shaped chunks, once it ended: id, model,
+    finish reasons in choice order, and usage as reported (also used for LiteLLM's chunks)."""
+    attributes: dict[str, Any] = {}
+    if response_id:
+        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+    if model:
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    if reasons:
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
+            reasons[index] for index in sorted(reasons)
+        ]
+    attributes.update(usage_attributes(usage))
+    return attributes
+
+
 class ChatChunkParser:
     """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
 
@@ -303,16 +321,7 @@ class ChatChunkParser:
         return value if isinstance(value, int) else None
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = {}
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
-        if self._reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
-                self._reasons[index] for index in sorted(self._reasons)
-            ]
-        attributes.update(usage_attributes(self.usage))
+        attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
         if self._text:
             # The redaction hook sees streamed output too, before anything is set on the span.
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(

@@ -12,10 +12,9 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 import llmtrace
 from llmtrace.cli import COMMANDS, build_parser
 from tests.analysis.otlp_lines import otlp_span, request_line, simple_trace
+from tests.http_server import serving
 
 REPO = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("llmtrace")
@@ -204,15 +204,8 @@ class _FakeJaeger(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_jaeger() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeJaeger)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(_FakeJaeger) as url:
+        yield url
 
 
 def test_compare_names_two_bench_runs_read_from_the_jaeger_flag(fake_jaeger: str) -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +37,7 @@ import litellm
 
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
-from tests.servers.fixtures import RECORDED
+from tests.servers.fixtures import cassettes, sse_events
 
 # LiteLLM's own model call, and every layer it can send through.
 LIBRARIES = ["litellm", "openai", "anthropic", "httpx", "httpx2", "requests"]
@@ -448,20 +447,6 @@ def test_report_names_ttft_the_bottleneck_with_the_injected_times(
 _ANTHROPIC_TO_LITELLM = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
-def _litellm_cassettes() -> list[Path]:
-    return sorted((RECORDED / "litellm").glob("*.yaml"))
-
-
-def _events(body: str) -> list[Any]:
-    events = []
-    for line in body.splitlines():
-        if line.startswith("data:"):
-            data = line[5:].strip()
-            if data and data != "[DONE]":
-                events.append(json.loads(data))
-    return events
-
-
 def _responses_finish(response: dict[str, Any]) -> str:
     if response["status"] != "completed":
         return str((response.get("incomplete_details") or {}).get("reason") or response["status"])
@@ -473,7 +458,7 @@ def _expected(response: dict[str, Any]) -> dict[str, Any]:
     """What the span must say, read straight from the recorded body (not through llmtrace)."""
     body = response["body"]["string"]
     expected: dict[str, Any] = {}
-    items = [json.loads(body)] if body.lstrip().startswith("{") else _events(body)
+    items = [json.loads(body)] if body.lstrip().startswith("{") else sse_events(body)
     for item in items:
         if item.get("object") == "response" or item.get("type") in (
             "response.created",
@@ -544,7 +529,7 @@ def _content_type(body: str) -> str:
     return "application/json" if body.lstrip().startswith("{") else "text/event-stream"
 
 
-@pytest.mark.parametrize("cassette", _litellm_cassettes(), ids=lambda path: path.stem)
+@pytest.mark.parametrize("cassette", cassettes("litellm"), ids=lambda path: path.stem)
 def test_recorded_exchange(cassette, model_server, spans, traced):
     for interaction in yaml.safe_load(cassette.read_text())["interactions"]:
         spans.clear()

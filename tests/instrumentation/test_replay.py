@@ -20,21 +20,7 @@ from opentelemetry.trace import StatusCode
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
 from tests.instrumentation.conftest import CLIENT_LIBRARIES, model_spans
-from tests.servers.fixtures import RECORDED
-
-
-def _cassettes(provider: str) -> list[Path]:
-    return sorted((RECORDED / provider).glob("*.yaml"))
-
-
-def _events(body: str) -> list[Any]:
-    events = []
-    for line in body.splitlines():
-        if line.startswith("data:"):
-            data = line[5:].strip()
-            if data and data != "[DONE]":
-                events.append(json.loads(data))
-    return events
+from tests.servers.fixtures import cassettes, sse_events
 
 
 def _expected(provider: str, response: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +31,7 @@ def _expected(provider: str, response: dict[str, Any]) -> dict[str, Any]:
         data = json.loads(body)
         items = [data]
     else:
-        items = _events(body)
+        items = sse_events(body)
     for item in items:
         obj = item.get("response") or item.get("message") or item
         if provider == "anthropic":
@@ -102,7 +88,7 @@ def _call(provider: str, server_url: str, request: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize(
     ("provider", "cassette"),
-    [(p, c) for p in ("openai", "anthropic") for c in _cassettes(p)],
+    [(p, c) for p in ("openai", "anthropic") for c in cassettes(p)],
     ids=lambda value: value.stem if isinstance(value, Path) else value,
 )
 def test_recorded_exchange(provider, cassette, model_server, spans):

@@ -6,8 +6,10 @@ test; ``recorded_dir`` is ``<repo>/../shared/fixtures/recorded`` (read there, ne
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,3 +38,19 @@ def recorded_dir() -> Path:
     if not RECORDED.is_dir():
         pytest.fail(f"recorded fixtures not found at {RECORDED}")
     return RECORDED
+
+
+def cassettes(folder: str) -> list[Path]:
+    """The recorded cassettes of one provider or framework folder."""
+    return sorted((RECORDED / folder).glob("*.yaml"))
+
+
+def sse_events(body: str) -> list[Any]:
+    """The JSON payloads of a recorded server-sent-event stream (``[DONE]`` left out)."""
+    events = []
+    for line in body.splitlines():
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data and data != "[DONE]":
+                events.append(json.loads(data))
+    return events
