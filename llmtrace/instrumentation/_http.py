@@ -198,6 +198,15 @@ def inject_trace_context(headers: Any, span: Span) -> None:
         _BAGGAGE.inject(headers)
 
 
+def untraced(headers: Any) -> bool:
+    """True when this request is not to be traced (the gate said no); its headers then carry
+    only what :func:`propagate_untraced` adds. One check for every HTTP client wrapper."""
+    if should_trace_http():
+        return False
+    propagate_untraced(headers)
+    return True
+
+
 def propagate_untraced(headers: Any) -> None:
     """A request that is not traced still carries an unsampled parent's context, so the next
     service keeps the decision instead of starting a sampled trace of its own; while
@@ -325,8 +334,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
 
     def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         request = args[0] if args else kwargs.get("request")
-        if not should_trace_http():
-            propagate_untraced(request.headers)
+        if untraced(request.headers):
             return wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:
@@ -357,8 +365,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
 
     async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         request = args[0] if args else kwargs.get("request")
-        if not should_trace_http():
-            propagate_untraced(request.headers)
+        if untraced(request.headers):
             return await wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:

@@ -381,17 +381,9 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
 
     # --- chains, graphs, prompts, parsers, agents ---------------------------------------------
 
-    def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, **kwargs: Any) -> None:
+        run_id, parent_run_id = _run_ids(kwargs)
+        metadata = kwargs.get("metadata")
         try:
             name = kwargs.get("name") or _serialized_name(serialized) or "chain"
             metadata = metadata or {}
@@ -462,15 +454,10 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     # --- retrievers ---------------------------------------------------------------------------
 
     def on_retriever_start(
-        self,
-        serialized: dict[str, Any] | None,
-        query: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any] | None, query: str, **kwargs: Any
     ) -> None:
+        run_id, parent_run_id = _run_ids(kwargs)
+        metadata = kwargs.get("metadata")
         try:
             metadata = metadata or {}
             source = (
@@ -507,14 +494,9 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     # --- tools --------------------------------------------------------------------------------
 
     def on_tool_start(
-        self,
-        serialized: dict[str, Any] | None,
-        input_str: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any] | None, input_str: str, **kwargs: Any
     ) -> None:
+        run_id, parent_run_id = _run_ids(kwargs)
         try:
             name = str(kwargs.get("name") or _serialized_name(serialized) or "tool")
             attributes = {
@@ -535,27 +517,17 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     # --- chat models and LLMs -----------------------------------------------------------------
 
     def on_chat_model_start(
-        self,
-        serialized: dict[str, Any] | None,
-        messages: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any] | None, messages: Any, **kwargs: Any
     ) -> None:
+        run_id, parent_run_id = _run_ids(kwargs)
+        metadata = kwargs.get("metadata")
         self._start_model(semconv.OP_CHAT, run_id, parent_run_id, metadata, kwargs)
 
     def on_llm_start(
-        self,
-        serialized: dict[str, Any] | None,
-        prompts: list[str],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any] | None, prompts: list[str], **kwargs: Any
     ) -> None:
+        run_id, parent_run_id = _run_ids(kwargs)
+        metadata = kwargs.get("metadata")
         self._start_model(semconv.OP_TEXT_COMPLETION, run_id, parent_run_id, metadata, kwargs)
 
     def _start_model(
@@ -601,18 +573,16 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
         entry.recorder.on_chunk(has_content)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        entry = self._runs.pop(run_id, None)
-        if isinstance(entry, _ModelRun):
-            try:
-                self._end_model(entry, response, None)
-            except Exception:
-                log_once(logger, "LangChain model span end failed")
+        self._model_run_ended(run_id, response, None)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._model_run_ended(run_id, None, error)
+
+    def _model_run_ended(self, run_id: UUID, response: Any, error: BaseException | None) -> None:
         entry = self._runs.pop(run_id, None)
         if isinstance(entry, _ModelRun):
             try:
-                self._end_model(entry, None, error)
+                self._end_model(entry, response, error)
             except Exception:
                 log_once(logger, "LangChain model span end failed")
 
@@ -661,6 +631,11 @@ def _record_top_k(span: Span, retriever: Any, kwargs: Mapping[str, Any]) -> None
             span.set_attribute(semconv.GEN_AI_RETRIEVAL_TOP_K, top_k)
     except Exception:
         log_once(logger, "LangChain retriever top_k recording failed")
+
+
+def _run_ids(kwargs: dict[str, Any]) -> tuple[UUID, UUID | None]:
+    """The run's id and its parent's, which LangChain passes every callback by keyword."""
+    return kwargs["run_id"], kwargs.get("parent_run_id")
 
 
 def _serialized_name(serialized: Mapping[str, Any] | None) -> str | None:

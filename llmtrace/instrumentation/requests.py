@@ -20,8 +20,8 @@ from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import current_model_call, should_trace_http
-from llmtrace.instrumentation._http import propagate_untraced, record_status, start_network_span
+from llmtrace.instrumentation._base import current_model_call
+from llmtrace.instrumentation._http import record_status, start_network_span, untraced
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.span_errors import record_error
 
@@ -40,9 +40,8 @@ def _phases(span: Span, response: Any, started_at: float, eager: bool) -> None:
 def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     request = args[0] if args else kwargs.get("request")
     eager = not kwargs.get("stream", False)
-    if not should_trace_http():
+    if untraced(request.headers):
         # The OTLP/HTTP exporter sends through requests: its requests arrive here suppressed.
-        propagate_untraced(request.headers)
         return wrapped(*args, **kwargs)
     call = current_model_call()
     if call is not None:
