@@ -7,7 +7,6 @@ import json
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,20 +15,13 @@ import pytest
 from llmtrace.analysis.sources import load_traces
 from llmtrace.errors import SourceError
 from tests.analysis.otlp_lines import attribute, otlp_span
-from tests.http_server import serving
+from tests.http_server import QuietHandler, serving
 
 
-class _NotJaeger(BaseHTTPRequestHandler):
+class _NotJaeger(QuietHandler):
     def do_GET(self) -> None:
         body = b"<html><body>Welcome to a web site</body></html>"
-        self.send_response(404 if self.path.startswith("/api") else 200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(404 if self.path.startswith("/api") else 200, body, "text/html")
 
 
 @pytest.fixture
@@ -67,7 +59,7 @@ def test_a_web_server_that_is_not_jaeger_is_one_clear_error(web_server: str) -> 
 START = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
 
 
-class _FakeJaeger(BaseHTTPRequestHandler):
+class _FakeJaeger(QuietHandler):
     """Jaeger's query API v3 over a fixed set of one-span traces, newest first as Jaeger answers.
 
     ``traces`` maps a service to the start times of its traces.
@@ -107,14 +99,7 @@ class _FakeJaeger(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, body: Any) -> None:
         payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(status, payload, "application/json")
 
 
 def _trace_id(service: str, index: int) -> str:

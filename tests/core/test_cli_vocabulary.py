@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import pytest
 import llmtrace
 from llmtrace.cli import COMMANDS, build_parser
 from tests.analysis.otlp_lines import otlp_span, request_line, simple_trace
-from tests.http_server import serving
+from tests.http_server import QuietHandler, serving
 
 REPO = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("llmtrace")
@@ -170,7 +169,7 @@ def test_compare_reads_both_runs_from_the_jaeger_flag() -> None:
     _one_line_error(result, f"cannot reach Jaeger at {url}")
 
 
-class _FakeJaeger(BaseHTTPRequestHandler):
+class _FakeJaeger(QuietHandler):
     """Jaeger's query API v3 with two llmtrace bench runs of one service, started minutes ago."""
 
     def do_GET(self) -> None:
@@ -192,14 +191,7 @@ class _FakeJaeger(BaseHTTPRequestHandler):
             ]
             body = {"result": json.loads(request_line(spans))}
         payload = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(200, payload, "application/json")
 
 
 @pytest.fixture
