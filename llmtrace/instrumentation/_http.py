@@ -429,3 +429,20 @@ def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
     library = importlib.import_module(module_name)
     send, async_send = make_send_wrappers(library, module_name)
     return [(module_name, "Client.send", send), (module_name, "AsyncClient.send", async_send)]
+
+
+def client_instrumentor(library: str, supported: str, doc: str) -> type[Any]:
+    """The instrumentor class of an httpx-like library (``httpx`` and ``httpx2``: the same API in
+    two modules): its ``Client.send`` and ``AsyncClient.send`` rows."""
+    from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+
+    class ClientInstrumentor(LibraryInstrumentor):
+        __doc__ = doc
+        package = library
+
+        def patches(self) -> list[PatchRow]:
+            return client_patches(library)
+
+    ClientInstrumentor.supported = supported
+    ClientInstrumentor.__name__ = ClientInstrumentor.__qualname__ = f"{library.upper()}Instrumentor"
+    return ClientInstrumentor

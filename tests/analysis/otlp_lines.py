@@ -66,9 +66,10 @@ MS = 1_000_000
 
 
 def simple_trace(
-    index: int, *, retrieval_ms: int = 30, total_ms: int = 100
+    index: int, *, retrieval_ms: int = 30, total_ms: int = 100, **attributes: Any
 ) -> list[dict[str, Any]]:
-    """A root (other) with one retrieval child: ids derived from ``index``."""
+    """A root (other) with one retrieval child: ids derived from ``index``; ``attributes`` go on
+    both spans (as request context attributes do)."""
     trace_id = f"{index + 1:032x}"
     root = f"{index + 1:016x}"
     child = f"{index + 1:08x}{0xABCDEF:08x}"
@@ -83,6 +84,7 @@ def simple_trace(
             start + (10 + retrieval_ms) * MS,
             llmtrace__stage="retrieval",
             llmtrace__retrieval__returned=40,
+            **attributes,
         ),
         otlp_span(
             trace_id,
@@ -93,5 +95,6 @@ def simple_trace(
             start + total_ms * MS,
             kind=2,
             llmtrace__stage="other",
+            **attributes,
         ),
     ]

@@ -13,33 +13,17 @@ from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.errors import SourceError
 from tests.analysis.conftest import run_llmtrace
-from tests.analysis.otlp_lines import MS, T0, otlp_span, request_line
+from tests.analysis.otlp_lines import request_line, simple_trace
 
 
 def request(
     index: int, *, retrieval_ms: int, session: str | None = None, user: str | None = None
 ) -> list[dict[str, Any]]:
     """One request whose spans all carry its session and user, as ``llmtrace.context()`` does."""
-    trace_id = f"{index + 1:032x}"
-    root = f"{index + 1:016x}"
-    child = f"{index + 1:08x}{0xABCDEF:08x}"
-    start = T0 + index * 1000 * MS
     attributes = {
         key: value for key, value in (("session.id", session), ("user.id", user)) if value
     }
-    return [
-        otlp_span(
-            trace_id,
-            child,
-            root,
-            "search",
-            start + 10 * MS,
-            start + (10 + retrieval_ms) * MS,
-            llmtrace__stage="retrieval",
-            **attributes,
-        ),
-        otlp_span(trace_id, root, None, "answer", start, start + 100 * MS, kind=2, **attributes),
-    ]
+    return simple_trace(index, retrieval_ms=retrieval_ms, **attributes)
 
 
 def write(path: Path, requests: list[list[dict[str, Any]]]) -> Path:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -33,6 +34,17 @@ class Received:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _names(resources: Any, items: str) -> list[str]:
+    """The names of every span (or metric) in an export request's resource list."""
+    scopes_field = "scope_spans" if items == "spans" else "scope_metrics"
+    return [
+        item.name
+        for resource in resources
+        for scope in getattr(resource, scopes_field)
+        for item in getattr(scope, items)
+    ]
+
+
 class OTLPReceiver:
     """``url`` is the base endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``); ``received`` what came."""
 
@@ -49,15 +61,11 @@ class OTLPReceiver:
                     received.paths.append(self.path)
                     if self.path.endswith("/v1/traces"):
                         request = ExportTraceServiceRequest.FromString(body)
-                        for resource_spans in request.resource_spans:
-                            for scope_spans in resource_spans.scope_spans:
-                                received.span_names.extend(s.name for s in scope_spans.spans)
+                        received.span_names.extend(_names(request.resource_spans, "spans"))
                         answer = ExportTraceServiceResponse().SerializeToString()
                     elif self.path.endswith("/v1/metrics"):
-                        metrics_request = ExportMetricsServiceRequest.FromString(body)
-                        for resource_metrics in metrics_request.resource_metrics:
-                            for scope_metrics in resource_metrics.scope_metrics:
-                                received.metric_names.extend(m.name for m in scope_metrics.metrics)
+                        metrics = ExportMetricsServiceRequest.FromString(body)
+                        received.metric_names.extend(_names(metrics.resource_metrics, "metrics"))
                         answer = ExportMetricsServiceResponse().SerializeToString()
                     else:
                         self.send_response(404)
