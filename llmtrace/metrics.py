@@ -120,29 +120,35 @@ _METRIC_ATTRIBUTES = (
 class _Instruments:
     def __init__(self) -> None:
         meter = metrics.get_meter(semconv.SCOPE_NAME)
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+
+        def histogram(name: str, unit: str, description: str, buckets: Any) -> Any:
+            return meter.create_histogram(
+                name,
+                unit=unit,
+                description=description,
+                explicit_bucket_boundaries_advisory=list(buckets),
+            )
+
+        self.duration = histogram(
+            "gen_ai.client.operation.duration", "s", "GenAI operation duration", DURATION_BUCKETS
         )
-        self.token_usage = meter.create_histogram(
+        self.token_usage = histogram(
             "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Number of input and output tokens used",
-            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS),
+            "{token}",
+            "Number of input and output tokens used",
+            TOKEN_BUCKETS,
         )
-        self.time_to_first_chunk = meter.create_histogram(
+        self.time_to_first_chunk = histogram(
             "gen_ai.client.operation.time_to_first_chunk",
-            unit="s",
-            description="Time from the request until the first response chunk",
-            explicit_bucket_boundaries_advisory=list(TIME_TO_FIRST_CHUNK_BUCKETS),
+            "s",
+            "Time from the request until the first response chunk",
+            TIME_TO_FIRST_CHUNK_BUCKETS,
         )
-        self.time_per_output_chunk = meter.create_histogram(
+        self.time_per_output_chunk = histogram(
             "gen_ai.client.operation.time_per_output_chunk",
-            unit="s",
-            description="Time between consecutive output chunks after the first",
-            explicit_bucket_boundaries_advisory=list(TIME_PER_OUTPUT_CHUNK_BUCKETS),
+            "s",
+            "Time between consecutive output chunks after the first",
+            TIME_PER_OUTPUT_CHUNK_BUCKETS,
         )
 
 

@@ -6,7 +6,7 @@ conventions; only what has no standard name lives under ``llmtrace.*``.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # --- the stage vocabulary (a contract: tests, docs and the report use these exact names) -----
 STAGE: Final = "llmtrace.stage"
@@ -31,21 +31,7 @@ Stage = Literal[
     "postprocess",
     "other",
 ]
-STAGES: Final[tuple[str, ...]] = (
-    "queue",
-    "load",
-    "prompt",
-    "embedding",
-    "retrieval",
-    "rerank",
-    "cache",
-    "ttft",
-    "generation",
-    "tool",
-    "network",
-    "postprocess",
-    "other",
-)
+STAGES: Final[tuple[str, ...]] = get_args(Stage)
 # A model-call span is recorded with this stage and split at its first token into ttft/generation.
 LLM_STAGE: Final = "ttft"
 

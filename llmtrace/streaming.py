@@ -33,7 +33,6 @@ import logging
 import threading
 import time
 import weakref
-from types import TracebackType
 from typing import Any, Protocol
 
 import wrapt
@@ -290,12 +289,7 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             enter()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Any:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> Any:
         try:
             exit_ = getattr(self.__wrapped__, "__exit__", None)
             return exit_(exc_type, exc, tb) if exit_ is not None else None
@@ -366,12 +360,7 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             await enter()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Any:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> Any:
         try:
             exit_ = getattr(self.__wrapped__, "__aexit__", None)
             return (await exit_(exc_type, exc, tb)) if exit_ is not None else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import TracebackType
 
 from rich.console import Console
 from rich.progress import (
@@ -45,12 +44,7 @@ class ProgressBar:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         self._progress.stop()
 
     def run_started(self, total: int, warmup: int) -> None:

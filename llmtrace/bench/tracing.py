@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -65,12 +64,7 @@ class RunTraceFile:
             self._processor.force_flush()
         llmtrace.force_flush()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         processor, self._processor = self._processor, None
         if processor is None:
             return

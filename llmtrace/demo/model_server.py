@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
@@ -186,12 +185,7 @@ class LlamaServer:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         self.stop()
 
     def _log_hint(self) -> str:
