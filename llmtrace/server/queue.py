@@ -67,16 +67,23 @@ def _end_failed(span: Span, exc: BaseException) -> None:
     span.end()
 
 
-@asynccontextmanager
-async def bounded(permits: AsyncPermits, *, name: str = DEFAULT_QUEUE_NAME) -> AsyncIterator[None]:
-    """Acquire ``permits`` inside a ``queue`` span named ``queue {name}``, hold them for the body."""
+@contextmanager
+def _waiting(name: str) -> Iterator[None]:
+    """The ``queue`` span around one wait for capacity: ends when the wait does, whichever way."""
     span = _start_queue_span(name, time.time_ns())
     try:
-        await permits.acquire()
+        yield
     except BaseException as exc:
         _end_failed(span, exc)
         raise
     span.end()
+
+
+@asynccontextmanager
+async def bounded(permits: AsyncPermits, *, name: str = DEFAULT_QUEUE_NAME) -> AsyncIterator[None]:
+    """Acquire ``permits`` inside a ``queue`` span named ``queue {name}``, hold them for the body."""
+    with _waiting(name):
+        await permits.acquire()
     try:
         yield
     finally:
@@ -86,13 +93,8 @@ async def bounded(permits: AsyncPermits, *, name: str = DEFAULT_QUEUE_NAME) -> A
 @contextmanager
 def bounded_sync(permits: Permits, *, name: str = DEFAULT_QUEUE_NAME) -> Iterator[None]:
     """``bounded`` for thread-based pools."""
-    span = _start_queue_span(name, time.time_ns())
-    try:
+    with _waiting(name):
         permits.acquire()
-    except BaseException as exc:
-        _end_failed(span, exc)
-        raise
-    span.end()
     try:
         yield
     finally:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from tests.subprocesses import clean_environment, run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,14 +32,6 @@ def test_unimported_libraries_are_not_imported_but_instrumented_on_import(tmp_pa
         print("ok")
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run([sys.executable, "-c", code], tmp_path, clean_environment())
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

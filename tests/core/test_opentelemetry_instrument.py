@@ -4,11 +4,11 @@ points: the ``llmtrace`` instrumentor and the ``llmtrace_file`` traces exporter.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from tests.subprocesses import clean_environment, run
 
 APP = textwrap.dedent(
     """
@@ -29,8 +29,7 @@ APP = textwrap.dedent(
 def test_unmodified_app_is_traced_with_no_code_change(tmp_path, model_server):
     (tmp_path / "app.py").write_text(APP)
     traces = tmp_path / "traces.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLMTRACE_"))}
-    env.update(
+    env = clean_environment(
         OTEL_SERVICE_NAME="unmodified-app",
         OTEL_TRACES_EXPORTER="llmtrace_file",
         OTEL_METRICS_EXPORTER="none",
@@ -38,14 +37,7 @@ def test_unmodified_app_is_traced_with_no_code_change(tmp_path, model_server):
         LLMTRACE_FILE_PATH=str(traces),
     )
     launcher = Path(sys.executable).with_name("opentelemetry-instrument")
-    result = subprocess.run(
-        [str(launcher), sys.executable, "app.py", model_server.base_url],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run([str(launcher), sys.executable, "app.py", model_server.base_url], tmp_path, env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
     spans = []
