@@ -24,25 +24,21 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 logger = logging.getLogger(__name__)
 
-# name -> (module, class, the library it needs)
+# name -> (module under llmtrace.instrumentation, class, the library it needs)
 INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
-    "openai": ("llmtrace.instrumentation.openai", "OpenAIInstrumentor", "openai"),
-    "anthropic": ("llmtrace.instrumentation.anthropic", "AnthropicInstrumentor", "anthropic"),
-    "httpx": ("llmtrace.instrumentation.httpx", "HTTPXInstrumentor", "httpx"),
-    "httpx2": ("llmtrace.instrumentation.httpx2", "HTTPX2Instrumentor", "httpx2"),
-    "requests": ("llmtrace.instrumentation.requests", "RequestsInstrumentor", "requests"),
-    "chromadb": ("llmtrace.instrumentation.vectordb.chromadb", "ChromaInstrumentor", "chromadb"),
-    "qdrant": ("llmtrace.instrumentation.vectordb.qdrant", "QdrantInstrumentor", "qdrant_client"),
-    "faiss": ("llmtrace.instrumentation.vectordb.faiss", "FaissInstrumentor", "faiss"),
-    "langchain": (
-        "llmtrace.instrumentation.langchain",
-        "LangChainInstrumentor",
-        "langchain_core",
-    ),
-    "threading": ("llmtrace.instrumentation.threads", "ThreadingInstrumentor", "threading"),
-    "litellm": ("llmtrace.instrumentation.litellm", "LiteLLMInstrumentor", "litellm"),
+    "openai": ("openai", "OpenAIInstrumentor", "openai"),
+    "anthropic": ("anthropic", "AnthropicInstrumentor", "anthropic"),
+    "httpx": ("httpx", "HTTPXInstrumentor", "httpx"),
+    "httpx2": ("httpx2", "HTTPX2Instrumentor", "httpx2"),
+    "requests": ("requests", "RequestsInstrumentor", "requests"),
+    "chromadb": ("vectordb.chromadb", "ChromaInstrumentor", "chromadb"),
+    "qdrant": ("vectordb.qdrant", "QdrantInstrumentor", "qdrant_client"),
+    "faiss": ("vectordb.faiss", "FaissInstrumentor", "faiss"),
+    "langchain": ("langchain", "LangChainInstrumentor", "langchain_core"),
+    "threading": ("threads", "ThreadingInstrumentor", "threading"),
+    "litellm": ("litellm", "LiteLLMInstrumentor", "litellm"),
     "sentence_transformers": (
-        "llmtrace.instrumentation.sentence_transformers",
+        "sentence_transformers",
         "SentenceTransformersInstrumentor",
         "sentence_transformers",
     ),
@@ -63,6 +59,7 @@ def available_names() -> list[str]:
 
 def _load(name: str) -> Any | None:
     module_name, class_name, library = INSTRUMENTATIONS[name]
+    module_name = f"{__package__}.{module_name}"
     if importlib.util.find_spec(library) is None:
         logger.debug("llmtrace: %s is not installed; %s instrumentation skipped", library, name)
         return None

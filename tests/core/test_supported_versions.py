@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 def _instrumentors() -> dict[str, type[LibraryInstrumentor]]:
     classes = {}
     for name, (module_name, class_name, _library) in registry.INSTRUMENTATIONS.items():
-        cls = getattr(importlib.import_module(module_name), class_name)
+        cls = getattr(
+            importlib.import_module(f"llmtrace.instrumentation.{module_name}"), class_name
+        )
         assert issubclass(cls, LibraryInstrumentor), name
         classes[name] = cls
     return classes

@@ -158,7 +158,7 @@ def test_missing_library_is_skipped(monkeypatch):
     monkeypatch.setitem(
         registry.INSTRUMENTATIONS,
         "absent",
-        ("llmtrace.instrumentation.faiss_absent", "AbsentInstrumentor", "library_not_installed"),
+        ("faiss_absent", "AbsentInstrumentor", "library_not_installed"),
     )
     assert registry.instrument(["absent"]) == []
 
