@@ -38,3 +38,11 @@ def record_error_code(span: Span, error_type: str, description: str | None = Non
         return
     span.set_attribute(semconv.ERROR_TYPE, error_type)
     span.set_status(Status(StatusCode.ERROR, description))
+
+
+def end_failed(span: Span, exc: BaseException) -> None:
+    """Mark ``span`` failed by ``exc`` and end it (a call that raised before it had a result)."""
+    try:
+        record_error(span, exc)
+    finally:
+        span.end()

@@ -48,7 +48,7 @@ from llmtrace.instrumentation._base import (
     should_trace_http,
 )
 from llmtrace.server.timings import server_timings_from_raw_headers
-from llmtrace.span_errors import record_error, record_error_code
+from llmtrace.span_errors import end_failed, record_error_code
 
 logger = logging.getLogger(__name__)
 
@@ -358,8 +358,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
-            record_error(span, exc)
-            span.end()
+            end_failed(span, exc)
             raise
         return _after_response(span, response, EndingSyncStream)
 
@@ -389,8 +388,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            record_error(span, exc)
-            span.end()
+            end_failed(span, exc)
             raise
         return _after_response(span, response, EndingAsyncStream)
 

@@ -23,7 +23,7 @@ from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import current_model_call
 from llmtrace.instrumentation._http import record_status, start_network_span, untraced
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.span_errors import record_error
+from llmtrace.span_errors import end_failed
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +72,7 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     try:
         response = wrapped(*args, **kwargs)
     except BaseException as exc:
-        record_error(span, exc)
-        span.end()
+        end_failed(span, exc)
         raise
     try:
         record_status(span, response)
