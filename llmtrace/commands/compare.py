@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmtrace.commands.report import (
+    add_html_argument,
     add_jaeger_argument,
     add_source_arguments,
     report_from_source,
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "read both runs from this Jaeger (http://localhost:16686): BASELINE and CANDIDATE are "
         "then llmtrace bench run names",
     )
+    add_html_argument(parser, "also write the comparison as one self-contained HTML page")
     add_source_arguments(parser)
 
 
@@ -83,4 +85,8 @@ def run(args: argparse.Namespace) -> int:
         from llmtrace.render.terminal import print_comparison
 
         print_comparison(comparison)
+    if args.html:
+        from llmtrace.render.html import write_comparison_html
+
+        print(f"wrote {write_comparison_html(comparison, args.html)}", file=sys.stderr)
     return 0

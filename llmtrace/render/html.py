@@ -10,9 +10,15 @@ import html
 from pathlib import Path
 
 from llmtrace import semconv as sc
+from llmtrace.analysis.compare import END_TO_END, Comparison
 from llmtrace.analysis.report_model import Report, StageSummary
 from llmtrace.analysis.stats import Distribution
-from llmtrace.analysis.units import format_count, format_seconds, format_share
+from llmtrace.analysis.units import (
+    format_count,
+    format_seconds,
+    format_share,
+    format_signed_seconds,
+)
 
 STAGE_COLORS = {
     "queue": "#e15759",
@@ -34,7 +40,7 @@ PERCENTILE_COLORS = {"p50": "#4e79a7", "p90": "#76b7b2", "p95": "#f28e2b", "p99"
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
-.meta{color:#666}.warn{color:#a15c00}
+.meta{color:#666}.warn{color:#a15c00}.dim{color:#888}.significant{font-weight:600}
 table{border-collapse:collapse;margin:8px 0}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
 th:first-child,td:first-child{text-align:left}th{background:#fafafa}
 .bottleneck{background:#fff4f0;border-left:4px solid #e15759;padding:8px 14px}
@@ -61,7 +67,7 @@ def _legend(stages: list[str]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def stage_share_chart(report: Report) -> str:
+def stage_share_chart(report: Report, chart_id: str = "chart-stage-shares") -> str:
     width, height = 1000, 46
     x = 0.0
     parts = []
@@ -81,7 +87,7 @@ def stage_share_chart(report: Report) -> str:
             )
         x += w
     return (
-        f'<svg id="chart-stage-shares" viewBox="0 0 {width} {height}" width="100%" '
+        f'<svg id="{chart_id}" viewBox="0 0 {width} {height}" width="100%" '
         f'role="img" aria-label="share of mean end-to-end time by stage">{"".join(parts)}</svg>'
         + _legend(list(report.stages))
     )
@@ -344,4 +350,66 @@ def write_html(report: Report, path: str | Path) -> Path:
     carries the slowest trace's waterfall, so a saved JSON report renders the same page)."""
     target = Path(path)
     target.write_text(render_html(report), encoding="utf-8")
+    return target
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """Two runs side by side: their stage shares, the per-stage changes at P50/P90/P95 with 95%
+    intervals, and the verdict of each stage (all computed by ``analysis.compare``)."""
+    base, cand = comparison.baseline, comparison.candidate
+    title = f"llmtrace comparison — {base.source} → {cand.source}"
+    body = [
+        f"<h1>{_esc(title)}</h1>",
+        f'<p class="meta">baseline <code>{_esc(base.source)}</code> ({base.traces} traces) → '
+        f"candidate <code>{_esc(cand.source)}</code> ({cand.traces} traces)</p>",
+    ]
+    body.extend(f'<p class="warn">{_esc(w)}</p>' for w in comparison.warnings)
+    body += [
+        "<h2>Share of end-to-end time by stage</h2>",
+        f"<p><b>baseline</b> — {_esc(base.source)}</p>",
+        stage_share_chart(base, "chart-stage-shares-baseline"),
+        f"<p><b>candidate</b> — {_esc(cand.source)}</p>",
+        stage_share_chart(cand, "chart-stage-shares-candidate"),
+        "<h2>Change (candidate - baseline)</h2>",
+    ]
+    rows = []
+    for item in comparison.series:
+        name = "end-to-end" if item.name == END_TO_END else item.name
+        cells = "".join(
+            f'<td class="{"significant" if delta.significant() else "dim"}">'
+            f"{format_seconds(delta.baseline)} → {format_seconds(delta.candidate)}<br>"
+            f"{format_signed_seconds(delta.change)} [{format_signed_seconds(delta.interval.low)}, "
+            f"{format_signed_seconds(delta.interval.high)}]</td>"
+            for delta in item.deltas
+        )
+        rows.append(
+            f'<tr data-stage="{_esc(item.name)}"><td>{_esc(name)}</td>{cells}'
+            f'<td class="verdict">{_esc(item.verdict)}</td></tr>'
+        )
+    body.append(
+        '<table id="comparison"><tr><th>stage</th><th>P50 before → after<br>Δ [95% CI]</th>'
+        "<th>P90</th><th>P95</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+    )
+    body.append(
+        '<p class="meta">A change is significant when its 95% bootstrap interval excludes zero, '
+        "it is at least 1 ms and 5% of the baseline, and each run has 5 traces beyond the "
+        "percentile (P90: 50 traces, P95: 100).</p>"
+    )
+    return _page(title, body)
+
+
+def write_comparison_html(comparison: Comparison, path: str | Path) -> Path:
+    """Write the comparison to ``path`` as one self-contained HTML file."""
+    target = Path(path)
+    target.write_text(render_comparison_html(comparison), encoding="utf-8")
     return target
