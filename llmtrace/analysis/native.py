@@ -13,7 +13,6 @@ A change to the rules is made in both places.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,19 +21,19 @@ from llmtrace.analysis.collect import TraceColumns, TraceInfo
 from llmtrace.analysis.evidence import FactSink, ModelCall
 from llmtrace.analysis.model import Span, Trace
 from llmtrace.analysis.otlp import link_children, stage_name
+from llmtrace.options import native_reader_wanted
 
 try:
     import llmtrace_native as _native
 except ImportError:  # not built: the pure-Python path is used
     _native = None  # type: ignore[assignment]
 
-_OFF = frozenset({"0", "false", "no", "off"})
 _STAGE = sc.STAGE
 
 
 def available() -> bool:
     """Whether trace files are read natively (installed, and not turned off)."""
-    return _native is not None and os.environ.get("LLMTRACE_NATIVE", "").lower() not in _OFF
+    return _native is not None and native_reader_wanted()
 
 
 def is_whole_document(path: Path) -> bool:
