@@ -46,9 +46,17 @@ TOLERANCE_SECONDS = 0.005
 def model_service(measured_waits: dict[str, float]) -> Starlette:
     """Generates "answers" with a pool of WORKERS; records each request's wait by its trace id."""
     workers = asyncio.Semaphore(WORKERS)
+    # All requests reach the pool together, however slowly a busy machine delivers them: the
+    # waits are then one, two... jobs long by construction, not by luck of arrival times.
+    arrived: list[int] = []
+    everyone_here = asyncio.Event()
 
     async def generate(request: Request) -> JSONResponse:
         prompt = (await request.json())["prompt"]
+        arrived.append(1)
+        if len(arrived) >= CONCURRENT_REQUESTS:
+            everyone_here.set()
+        await everyone_here.wait()
         started = time.monotonic()
         async with bounded(workers, name="model_workers"):
             waited = time.monotonic() - started
