@@ -345,21 +345,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
         plan, call = prepared
         call_args = plan.args if plan.args is not None else args
         call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
-        in_flight = enter_model_call(call)
-        try:
-            try:
-                result = wrapped(*call_args, **call_kwargs)
-            finally:
-                leave_model_call(in_flight)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
-        try:
-            return _finish(result, call, plan, types)
-        except Exception:
-            log_once(logger, "model call span end failed")
-            call.span.end()
-            return result
+        return call_model(call, wrapped, call_args, call_kwargs, _finish, plan, types)
 
     async def async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         prepared = prepare(instance, args, kwargs)
@@ -368,30 +354,64 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
         plan, call = prepared
         call_args = plan.args if plan.args is not None else args
         call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
-        in_flight = enter_model_call(call)
-        try:
-            try:
-                result = await wrapped(*call_args, **call_kwargs)
-            finally:
-                leave_model_call(in_flight)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
-        try:
-            return _finish(result, call, plan, types)
-        except Exception:
-            log_once(logger, "model call span end failed")
-            call.span.end()
-            return result
+        return await acall_model(call, wrapped, call_args, call_kwargs, _finish, plan, types)
 
     return request, async_request
 
 
-def _fail(call: ModelCall, exc: BaseException) -> None:
+Finish = Callable[..., Any]
+
+
+def call_model(
+    call: ModelCall, send: Any, args: Any, kwargs: Any, finish: Finish, *extra: Any
+) -> Any:
+    """Send a model call with ``call`` in flight (the HTTP layer enriches its span, no other
+    model instrumentation adds one), then ``finish(result, call, *extra)`` records the response
+    or hands a stream to its recorder; a call that raised ends its span failed."""
+    in_flight = enter_model_call(call)
+    try:
+        try:
+            result = send(*args, **kwargs)
+        finally:
+            leave_model_call(in_flight)
+    except BaseException as exc:
+        fail_model_call(call, exc)
+        raise
+    return _finished(result, call, finish, extra)
+
+
+async def acall_model(
+    call: ModelCall, send: Any, args: Any, kwargs: Any, finish: Finish, *extra: Any
+) -> Any:
+    """:func:`call_model` for a coroutine ``send``."""
+    in_flight = enter_model_call(call)
+    try:
+        try:
+            result = await send(*args, **kwargs)
+        finally:
+            leave_model_call(in_flight)
+    except BaseException as exc:
+        fail_model_call(call, exc)
+        raise
+    return _finished(result, call, finish, extra)
+
+
+def _finished(result: Any, call: ModelCall, finish: Finish, extra: tuple[Any, ...]) -> Any:
+    try:
+        return finish(result, call, *extra)
+    except Exception:
+        log_once(logger, "model call span end failed")
+        call.span.end()
+        return result
+
+
+def fail_model_call(call: ModelCall, exc: BaseException) -> None:
+    """End a model call's span that raised: its HTTP status if the error has one, ``error.type``;
+    a cancellation (not an ``Exception``) is recorded as such, not as an error."""
     span = call.span
     try:
         status_code = getattr(exc, "status_code", None)
-        if isinstance(status_code, int):
+        if isinstance(status_code, int) and not isinstance(status_code, bool):
             span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)
         if isinstance(exc, Exception):
             record_error(span, exc)

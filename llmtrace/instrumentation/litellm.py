@@ -49,14 +49,14 @@ from llmtrace.instrumentation._base import (
     should_trace,
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.instrumentation._sdk import field_of, fields_of
+from llmtrace.instrumentation._sdk import acall_model, call_model, field_of, fields_of
 from llmtrace.instrumentation.openai import (
     ResponsesEventParser,
+    request_attributes,
     streamed_response_attributes,
     usage_attributes,
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
-from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
     STATUS_OK,
     ChunkParser,
@@ -93,17 +93,6 @@ _PROVIDER_NAMES: dict[str, str] = {
 # its URL, exactly as the openai instrumentation names it (LLMTRACE_PROVIDER_NAME, port guesses).
 _OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "custom_openai", "openai_like"})
 
-_REQUEST_PARAMETERS: dict[str, str] = {
-    "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
-    "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
-    "max_output_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
-    "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
-    "top_p": semconv.GEN_AI_REQUEST_TOP_P,
-    "seed": semconv.GEN_AI_REQUEST_SEED,
-    "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,
-    "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
-}
-
 
 def provider_of(litellm_provider: str, api_base: str | None) -> str:
     """``gen_ai.provider.name`` for a call LiteLLM routes to ``litellm_provider``."""
@@ -138,23 +127,6 @@ def _endpoint(
             attributes[semconv.SERVER_ADDRESS] = parts.hostname
             attributes[semconv.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
     return sent_model or model, attributes
-
-
-def _request_attributes(kwargs: dict[str, Any]) -> dict[str, Any]:
-    attributes: dict[str, Any] = {}
-    for name, attribute in _REQUEST_PARAMETERS.items():
-        value = kwargs.get(name)
-        if value is not None and value.__class__ in (int, float):
-            attributes[attribute] = value
-    stop = kwargs.get("stop")
-    if isinstance(stop, str):
-        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
-    elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
-        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
-    choices = kwargs.get("n")
-    if isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
-        attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
-    return attributes
 
 
 # The LiteLLM functions traced: name -> (gen_ai.operation.name, position of ``model`` among the
@@ -204,7 +176,7 @@ def _start(
         output_budget: OutputBudget | None = None
         if api != _EMBEDDINGS:
             attributes[semconv.GEN_AI_REQUEST_STREAM] = kwargs.get("stream") is True
-            attributes.update(_request_attributes(kwargs))
+            attributes.update(request_attributes(kwargs))
             capture, max_bytes, redact, _inject_usage = capture_settings()
             if capture:
                 messages = kwargs.get("messages" if api == _CHAT else "input")
@@ -454,43 +426,13 @@ def _stream_parser(result: Any, api: str, output_budget: OutputBudget | None) ->
     return None
 
 
-def _fail(call: ModelCall, exc: BaseException) -> None:
-    span = call.span
-    try:
-        status_code = getattr(exc, "status_code", None)
-        if isinstance(status_code, int) and not isinstance(status_code, bool):
-            span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)
-        if isinstance(exc, Exception):
-            record_error(span, exc)
-        else:
-            span.set_attribute(semconv.STREAM_END, "cancelled")
-    except Exception:
-        log_once(logger, "litellm error recording failed")
-    finally:
-        end_model_span(span, call.started_at)
-
-
 def _sync_wrapper(api: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         started = _start(api, args, kwargs)
         if started is None:
             return wrapped(*args, **kwargs)
         call, output_budget = started
-        in_flight = enter_model_call(call)
-        try:
-            try:
-                result = wrapped(*args, **kwargs)
-            finally:
-                leave_model_call(in_flight)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
-        try:
-            return _finish(result, call, api, False, output_budget)
-        except Exception:
-            log_once(logger, "litellm model call span end failed")
-            call.span.end()
-            return result
+        return call_model(call, wrapped, args, kwargs, _finish, api, False, output_budget)
 
     return wrapper
 
@@ -501,21 +443,7 @@ def _async_wrapper(api: str) -> Callable[..., Any]:
         if started is None:
             return await wrapped(*args, **kwargs)
         call, output_budget = started
-        in_flight = enter_model_call(call)
-        try:
-            try:
-                result = await wrapped(*args, **kwargs)
-            finally:
-                leave_model_call(in_flight)
-        except BaseException as exc:
-            _fail(call, exc)
-            raise
-        try:
-            return _finish(result, call, api, True, output_budget)
-        except Exception:
-            log_once(logger, "litellm model call span end failed")
-            call.span.end()
-            return result
+        return await acall_model(call, wrapped, args, kwargs, _finish, api, True, output_budget)
 
     return wrapper
 

@@ -72,11 +72,12 @@ def _operation_of(url: str) -> tuple[str, str, str] | None:
     return None
 
 
-# Every body key _request_attributes reads: most requests carry none of them.
+# Every body key request_attributes reads: most requests carry none of them.
 _PARAMETER_KEYS = frozenset(_REQUEST_PARAMETERS) | {"stop", "n", "encoding_format"}
 
 
-def _request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
+def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling and output parameters of an OpenAI-shaped request (LiteLLM's arguments too)."""
     attributes: dict[str, Any] = {}
     if _PARAMETER_KEYS.isdisjoint(body):
         return attributes
@@ -87,10 +88,10 @@ def _request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
     stop = body.get("stop")
     if isinstance(stop, str):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
-    elif isinstance(stop, list) and all(isinstance(item, str) for item in stop):
+    elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
     choices = body.get("n")
-    if isinstance(choices, int) and choices != 1:
+    if isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
         attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
     encoding = body.get("encoding_format")
     if isinstance(encoding, str):
@@ -436,7 +437,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     }
     if isinstance(model, str):
         attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-    attributes.update(_request_attributes(body))
+    attributes.update(request_attributes(body))
     capture, max_bytes, redact, inject_usage = capture_settings()
     if capture:
         messages = _input_messages(body)
