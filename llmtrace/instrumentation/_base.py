@@ -65,18 +65,29 @@ def should_trace() -> bool:
     if config.drop_all:
         return False
     current = otel_context.get_current()
-    if current.get(_SUPPRESS_KEY):
+    return not current.get(_SUPPRESS_KEY) and _parent_allows(current)
+
+
+def should_trace_http() -> bool:
+    """:func:`should_trace`, and the HTTP layer is not suppressed by an instrumentation above it
+    (the same one read of the context)."""
+    if config.drop_all:
         return False
+    current = otel_context.get_current()
+    return (
+        not current.get(_SUPPRESS_KEY)
+        and not current.get(_SUPPRESS_HTTP_KEY)
+        and _parent_allows(current)
+    )
+
+
+def _parent_allows(current: otel_context.Context) -> bool:
+    """No current span, or a sampled one (children of an unsampled span are never sampled)."""
     parent = cast(Span | None, current.get(_SPAN_KEY))
     if parent is None:
         return True
     parent_context = parent.get_span_context()
     return not (parent_context.is_valid and not parent_context.trace_flags & 0x01)
-
-
-def should_trace_http() -> bool:
-    """:func:`should_trace`, and the HTTP layer is not suppressed by an instrumentation above it."""
-    return should_trace() and not otel_context.get_current().get(_SUPPRESS_HTTP_KEY)
 
 
 def is_suppressed() -> bool:
