@@ -76,7 +76,7 @@ fi
 
 log "installing llmtrace and its integrations, frameworks, demo and development dependencies"
 "${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
-  -e ".[integrations,langchain,litellm,demo,dev]"
+  -e ".[integrations,langchain,litellm,llama-index,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
 llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
