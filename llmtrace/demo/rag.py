@@ -179,7 +179,10 @@ class RagService:
         )
         parts: list[str] = []
         finish_reason: str | None = None
+        usage = None
         async for chunk in stream:
+            # The demo's server reports usage on its last chunk (llama_usage_server).
+            usage = getattr(chunk, "usage", None) or usage
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -190,8 +193,11 @@ class RagService:
                 parts.append(content)
             finish_reason = choice.finish_reason or finish_reason
         if mark_first_token:
-            # llama.cpp streams one token per chunk and reports no usage in streams: an estimate.
-            llmtrace.record_usage(output_tokens=len(parts), estimated=True)
+            if usage is not None:
+                llmtrace.record_usage(usage.prompt_tokens, usage.completion_tokens)
+            else:
+                # llama.cpp streams one token per chunk; without usage that is an estimate.
+                llmtrace.record_usage(output_tokens=len(parts), estimated=True)
             if finish_reason:
                 llmtrace.set_attributes({semconv.GEN_AI_RESPONSE_FINISH_REASONS: [finish_reason]})
         return "".join(parts)

@@ -50,6 +50,15 @@ def test_demo_measures_changes_one_thing_and_compares(tmp_path: Path, tracing_st
     assert baseline["run"]["question_set_hash"] == optimised["run"]["question_set_hash"]
     assert baseline["run"]["model"] == "SmolLM2-135M-Instruct"
     assert {"embedding", "retrieval", "rerank", "ttft"} <= set(baseline["stages"])
+    # Token counts the model server reported: the prompt of four passages, a capped answer.
+    usage = baseline["models"]["SmolLM2-135M-Instruct"]
+    assert 100 < usage["input_tokens"]["mean"] < 2048
+    assert 1 <= usage["output_tokens"]["mean"] <= 24
+    assert usage["output_tokens_per_second"]["mean"] > 0
+    advice = " ".join(baseline["bottleneck"]["advice"])
+    assert "prompt size is unknown" not in advice
+    if baseline["bottleneck"]["stage"] == "ttft":
+        assert re.search(r"prompts averaged [\d,]+ input tokens", advice), advice
 
     # The same spans reached Jaeger through the collector; the printed link opens the slowest.
     match = re.search(r"(http://\S+/trace/[0-9a-f]{32})", stdout.replace("\n", ""))
