@@ -1,54 +1,152 @@
-"""Before/after: per-stage and end-to-end deltas with bootstrap confidence intervals.
+"""Before/after: did the candidate run get faster or slower than the baseline, stage by stage?
 
-A delta counts only when its 95% interval excludes zero *and* it is large enough to matter
-(at least 1 ms and 5% of the baseline value): with thousands of traces a 0.1 ms shift can be
-"significant" and still mean nothing to anyone. A tail percentile also needs enough traces
-beyond it in both runs (at least 5: P90 needs 50 traces, P95 100): a bootstrap of a P95 read
-from the top one or two values of 20 traces is far too confident.
+Every row (end-to-end time and each stage) and every statistic in it (mean, P50, P90, P95) gets
+one of four verdicts:
+
+- **faster** / **slower**: a two-sided permutation test finds the change at ``ALPHA`` (5%)
+  *and* the change is large enough to matter (at least 1 ms and 5% of the baseline value: with
+  thousands of traces a 0.1 ms shift can be "significant" and still mean nothing to anyone);
+- **no significant change**: there were enough requests to judge, and the change is within what
+  relabelling the requests between the two runs produces by chance, or below that size;
+- **not enough data**: a run has fewer requests than the statistic needs
+  (:func:`~llmtrace.analysis.stats.requests_needed`: 4 for the mean, 6 for the P50, 36 for the
+  P90, 72 for the P95). "No change" would claim something the data cannot show.
+
+A permutation test asks how often moving whole requests between the two runs at random gives a
+difference as large as the one observed; when both runs come from one distribution it is wrong
+at most ``ALPHA`` of the time, at any sample size, which a bootstrap interval is not at 10
+requests. The interval shown with each change is that test inverted (the change ± the margin
+relabellings exceed 5% of the time), so it excludes zero exactly when the test finds the change.
+The row's own verdict comes from one rank test (the same permutation test on the requests'
+ranks, i.e. Mann-Whitney), the most powerful of these at small n, with the mean or the median
+required to have moved by the practical amount in the same direction. Each verdict is a
+separate 5% test: in a table of many rows one false "faster"/"slower" among them is likely, so a
+decision (``--fail-if-slower``) names its row and statistic in advance.
+
+Randomness is seeded from the samples, so the same two runs always get the same verdicts.
+Runs above ``MAX_TESTED`` requests are tested on a fixed sample of that many: more only sharpens
+changes far below the practical threshold, and costs seconds.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.report_model import Report
-from llmtrace.analysis.stats import Interval, bootstrap_difference, percentile_sorted
+from llmtrace.analysis.stats import (
+    MEAN,
+    Interval,
+    PermutationTest,
+    Statistic,
+    midranks,
+    permutation_tests,
+    requests_needed,
+)
 
-COMPARED = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95))
+SCHEMA = "llmtrace.comparison/2"
+ALPHA = 0.05
+PERMUTATIONS = 499  # with ALPHA = 0.05 the test's level is exactly 5% (25 of 500)
+MAX_TESTED = 1000
 MIN_EFFECT_SECONDS = 0.001
 MIN_EFFECT_SHARE = 0.05
-MIN_TRACES_BEYOND = 5
 END_TO_END = "end_to_end"
+COMPARED = (MEAN, Statistic("p50", 0.50), Statistic("p90", 0.90), Statistic("p95", 0.95))
+RANKS = Statistic("ranks")
+
+FASTER = "faster"
+SLOWER = "slower"
+NO_CHANGE = "no significant change"
+NOT_ENOUGH_DATA = "not enough data"
+
+
+def practical(baseline: float, change: float) -> bool:
+    """Whether a change is large enough to matter: at least 1 ms and 5% of the baseline."""
+    return abs(change) >= max(MIN_EFFECT_SECONDS, MIN_EFFECT_SHARE * abs(baseline))
 
 
 @dataclass(slots=True)
 class Delta:
-    """Candidate minus baseline at one percentile, with its confidence interval (seconds)."""
+    """Candidate minus baseline of one statistic (seconds), its interval, p-value and verdict."""
 
-    percentile: str
+    statistic: str  # mean | p50 | p90 | p95
     baseline: float
     candidate: float
     interval: Interval
-    enough_traces: bool = True
+    p_value: float
+    needs: int  # requests per run the statistic needs before it can be judged
+    verdict: str
 
     @property
     def change(self) -> float:
         return self.candidate - self.baseline
 
+    @property
+    def percentile(self) -> str:
+        return self.statistic
+
+    @property
+    def enough_traces(self) -> bool:
+        return self.verdict != NOT_ENOUGH_DATA
+
     def significant(self) -> bool:
-        if not self.enough_traces:
-            return False
-        threshold = max(MIN_EFFECT_SECONDS, MIN_EFFECT_SHARE * abs(self.baseline))
-        return self.interval.excludes_zero() and abs(self.change) >= threshold
+        return self.verdict in (FASTER, SLOWER)
+
+    def verdict_text(self) -> str:
+        return verdict_text(self.verdict, self.needs)
 
 
 @dataclass(slots=True)
 class SeriesComparison:
+    """One row: end-to-end time or a stage, its rank test's verdict and each statistic's."""
+
     name: str  # a stage, or "end_to_end"
     deltas: list[Delta]
-    verdict: str  # faster | slower | no significant change | mixed
+    verdict: str
+    p_value: float = math.nan
+    needs: int = 0
+    # P(a candidate request takes longer than a baseline one), ties counted half: 0.5 = no shift
+    probability_slower: float = math.nan
+
+    def delta(self, statistic: str) -> Delta:
+        return next(delta for delta in self.deltas if delta.statistic == statistic)
+
+    def verdict_text(self) -> str:
+        return verdict_text(self.verdict, self.needs)
+
+
+def verdict_text(verdict: str, needs: int) -> str:
+    if verdict == NOT_ENOUGH_DATA:
+        return f"{NOT_ENOUGH_DATA} (needs ≥ {needs} requests per run)"
+    return verdict
+
+
+@dataclass(slots=True)
+class RunSide:
+    """What one side of a comparison is: a name people recognise and the settings it ran with."""
+
+    name: str  # the bench run's name, else the trace source
+    source: str
+    traces: int
+    settings: dict[str, Any]  # question_set, concurrency, model, max_tokens, top_k, ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "traces": self.traces,
+            "settings": dict(self.settings),
+        }
+
+
+@dataclass(slots=True)
+class SettingChange:
+    setting: str
+    baseline: Any
+    candidate: Any
 
 
 @dataclass(slots=True)
@@ -57,31 +155,50 @@ class Comparison:
     candidate: Report
     series: list[SeriesComparison]
     warnings: list[str] = field(default_factory=list)
+    sides: tuple[RunSide, RunSide] | None = None
+    changed_settings: list[SettingChange] = field(default_factory=list)
+
+    def row(self, name: str) -> SeriesComparison | None:
+        return next((item for item in self.series if item.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
+        base_side, cand_side = self.sides or (
+            describe_run(self.baseline),
+            describe_run(self.candidate),
+        )
         return {
-            "schema": "llmtrace.comparison/1",
-            "baseline": {
-                "source": self.baseline.source,
-                "traces": self.baseline.traces,
-                "run": self.baseline.run,
+            "schema": SCHEMA,
+            "method": {
+                "test": "two-sided permutation test; rows: on ranks (Mann-Whitney)",
+                "alpha": ALPHA,
+                "permutations": PERMUTATIONS,
+                "max_tested_per_run": MAX_TESTED,
+                "min_effect_seconds": MIN_EFFECT_SECONDS,
+                "min_effect_share": MIN_EFFECT_SHARE,
             },
-            "candidate": {
-                "source": self.candidate.source,
-                "traces": self.candidate.traces,
-                "run": self.candidate.run,
-            },
+            "baseline": {**base_side.to_json(), "run": self.baseline.run},
+            "candidate": {**cand_side.to_json(), "run": self.candidate.run},
+            "changed_settings": [
+                {"setting": c.setting, "baseline": c.baseline, "candidate": c.candidate}
+                for c in self.changed_settings
+            ],
             "warnings": list(self.warnings),
             "series": {
                 item.name: {
                     "verdict": item.verdict,
+                    "p_value": item.p_value,
+                    "needs": item.needs,
+                    "probability_slower": item.probability_slower,
                     **{
-                        delta.percentile: {
+                        delta.statistic: {
                             "baseline": delta.baseline,
                             "candidate": delta.candidate,
                             "delta": delta.change,
                             "ci_low": delta.interval.low,
                             "ci_high": delta.interval.high,
+                            "p_value": delta.p_value,
+                            "verdict": delta.verdict,
+                            "needs": delta.needs,
                             "significant": delta.significant(),
                             "enough_traces": delta.enough_traces,
                         }
@@ -93,25 +210,42 @@ class Comparison:
         }
 
 
-def _verdict(deltas: list[Delta]) -> str:
-    signs = {1 if delta.change > 0 else -1 for delta in deltas if delta.significant()}
-    if not signs:
-        return "no significant change"
-    if signs == {1}:
-        return "slower"
-    if signs == {-1}:
-        return "faster"
-    return "mixed"
+def describe_run(report: Report) -> RunSide:
+    """The run's name and settings, as recorded in its traces (or a saved bench run).
+
+    The name is the bench run's (``llmtrace.bench.run`` on the root spans, or a saved run's
+    metadata); without one, the trace source. Settings come from the run's metadata and from the
+    model calls' and retrievals' own attributes (``gen_ai.request.max_tokens``,
+    ``gen_ai.retrieval.top_k``), so they are there for traces from files and Jaeger alike.
+    """
+    run = report.run or {}
+    settings: dict[str, Any] = {}
+    for key, label in (("question_set_hash", "question_set"), ("concurrency", "concurrency")):
+        if run.get(key) is not None:
+            settings[label] = run[key]
+    model = run.get("model") or ", ".join(sorted(report.models))
+    if model:
+        settings["model"] = model
+    for label, value in (
+        ("max_tokens", report.evidence.max_tokens_mean),
+        ("top_k", report.evidence.retrieval_top_k_mean),
+    ):
+        if value is not None:
+            settings[label] = int(value) if float(value).is_integer() else round(value, 1)
+    for key in ("repeat", "warmup", "rate", "timeout"):
+        if run.get(key) is not None:
+            settings[key] = run[key]
+    name = run.get("name")
+    return RunSide(str(name) if name else report.source, report.source, report.traces, settings)
 
 
-def _series(report: Report, name: str) -> list[float]:
-    samples = report.samples or {}
-    if name == END_TO_END:
-        return [float(v) for v in samples.get("end_to_end", [])]
-    values = (samples.get("stages") or {}).get(name)
-    if values is None:
-        return [0.0] * len(samples.get("end_to_end", []))
-    return [float(v) for v in values]
+def changed_settings(baseline: RunSide, candidate: RunSide) -> list[SettingChange]:
+    """Settings both runs recorded, with different values (what the change under test was)."""
+    return [
+        SettingChange(key, value, candidate.settings[key])
+        for key, value in baseline.settings.items()
+        if key in candidate.settings and candidate.settings[key] != value
+    ]
 
 
 def run_warnings(baseline: Report, candidate: Report) -> list[str]:
@@ -135,35 +269,116 @@ def run_warnings(baseline: Report, candidate: Report) -> list[str]:
                 f"{', '.join(sorted(before_models))} vs {', '.join(sorted(after_models))}"
             )
     if not baseline.samples.get("end_to_end") or not candidate.samples.get("end_to_end"):
-        warnings.append("a report has no per-trace samples: confidence intervals are unavailable")
+        warnings.append(
+            "a report has no per-trace samples: no change can be tested (not enough data)"
+        )
     return warnings
 
 
-def compare(baseline: Report, candidate: Report, *, resamples: int = 400) -> Comparison:
-    """Deltas at P50/P90/P95 for end-to-end time and each stage, with 95% bootstrap CIs."""
+def _series(report: Report, name: str) -> list[float]:
+    samples = report.samples or {}
+    if name == END_TO_END:
+        return [float(v) for v in samples.get("end_to_end", [])]
+    values = (samples.get("stages") or {}).get(name)
+    if values is None:
+        return [0.0] * len(samples.get("end_to_end", []))
+    return [float(v) for v in values]
+
+
+def _tested(series: list[list[float]]) -> list[list[float]]:
+    """At most ``MAX_TESTED`` whole traces of one run (a fixed sample), every series alike."""
+    count = len(series[0]) if series else 0
+    if count <= MAX_TESTED:
+        return series
+    keep = sorted(random.Random(0).sample(range(count), MAX_TESTED))
+    return [[values[i] for i in keep] for values in series]
+
+
+def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTATIONS) -> Comparison:
+    """Verdicts for end-to-end time and each stage: the row's, and its mean's, P50's, P90's and
+    P95's, each change with its 95% interval (see the module's docstring for the method)."""
     names = [END_TO_END] + [
         stage for stage in sc.STAGES if stage in baseline.stages or stage in candidate.stages
     ]
-    base_series = [_series(baseline, name) for name in names]
-    cand_series = [_series(candidate, name) for name in names]
-    statistics = [(lambda values, q=q: percentile_sorted(values, q)) for _, q in COMPARED]
-    intervals = bootstrap_difference(base_series, cand_series, statistics, resamples=resamples)
-    smaller_run = min(len(base_series[0]), len(cand_series[0]))
+    base_series = _tested([_series(baseline, name) for name in names])
+    cand_series = _tested([_series(candidate, name) for name in names])
+    n_base, n_cand = len(base_series[0]), len(cand_series[0])
+    rank_base, rank_cand = [], []
+    for base, cand in zip(base_series, cand_series, strict=True):
+        ranks = midranks([*base, *cand])
+        rank_base.append(ranks[:n_base])
+        rank_cand.append(ranks[n_base:])
+    statistics = [list(COMPARED)] * len(names) + [[RANKS]] * len(names)
+    tests = permutation_tests(
+        base_series + rank_base,
+        cand_series + rank_cand,
+        statistics,
+        permutations=permutations,
+        alpha=ALPHA,
+    )
+    smaller_run = min(n_base, n_cand)
     series = []
     for k, name in enumerate(names):
-        deltas = []
-        for s, (label, q) in enumerate(COMPARED):
-            before = _reported(baseline, name, label)
-            after = _reported(candidate, name, label)
-            enough = smaller_run * (1 - q) >= MIN_TRACES_BEYOND
-            deltas.append(Delta(label, before, after, intervals[k][s], enough))
-        series.append(SeriesComparison(name, deltas, _verdict(deltas)))
-    return Comparison(baseline, candidate, series, run_warnings(baseline, candidate))
+        deltas = [
+            _delta(
+                statistic,
+                _reported(baseline, name, statistic.name),
+                _reported(candidate, name, statistic.name),
+                test,
+                smaller_run,
+            )
+            for statistic, test in zip(COMPARED, tests[k], strict=True)
+        ]
+        (rank_test,) = tests[len(names) + k]
+        series.append(_row(name, deltas, rank_test, smaller_run, n_base + n_cand))
+    sides = (describe_run(baseline), describe_run(candidate))
+    return Comparison(
+        baseline,
+        candidate,
+        series,
+        run_warnings(baseline, candidate),
+        sides,
+        changed_settings(*sides),
+    )
 
 
-def _reported(report: Report, name: str, label: str) -> float:
-    """The percentile as the report states it (computed on all traces, not the sample)."""
+def _delta(
+    statistic: Statistic, before: float, after: float, test: PermutationTest, smaller_run: int
+) -> Delta:
+    needs = requests_needed(statistic, ALPHA)
+    change = after - before
+    interval = Interval(change, change - test.margin, change + test.margin)
+    if smaller_run < needs:
+        verdict = NOT_ENOUGH_DATA
+    elif interval.excludes_zero() and practical(before, change) and test.estimate * change > 0:
+        verdict = SLOWER if change > 0 else FASTER
+    else:
+        verdict = NO_CHANGE
+    return Delta(statistic.name, before, after, interval, test.p_value, needs, verdict)
+
+
+def _row(
+    name: str, deltas: list[Delta], rank_test: PermutationTest, smaller_run: int, pooled: int
+) -> SeriesComparison:
+    needs = requests_needed(RANKS, ALPHA)
+    # the difference of mean ranks is N * (P(candidate slower) - 1/2): Mann-Whitney's U scaled
+    probability = 0.5 + rank_test.estimate / pooled if pooled else math.nan
+    if smaller_run < needs:
+        verdict = NOT_ENOUGH_DATA
+    elif rank_test.significant() and any(
+        delta.change * rank_test.estimate > 0 and practical(delta.baseline, delta.change)
+        for delta in deltas
+        if delta.statistic in ("mean", "p50")
+    ):
+        verdict = SLOWER if rank_test.estimate > 0 else FASTER
+    else:
+        verdict = NO_CHANGE
+    return SeriesComparison(name, deltas, verdict, rank_test.p_value, needs, probability)
+
+
+def _reported(report: Report, name: str, statistic: str) -> float:
+    """The statistic as the report states it (computed on all traces, not the sample)."""
     if name == END_TO_END:
-        return report.end_to_end.at(label) if report.end_to_end else 0.0
+        return report.end_to_end.at(statistic) if report.end_to_end else 0.0
     summary = report.stages.get(name)
-    return summary.distribution.at(label) if summary else 0.0
+    return summary.distribution.at(statistic) if summary else 0.0

@@ -1,14 +1,23 @@
-"""Summary statistics: percentiles by linear interpolation and bootstrap confidence intervals.
+"""Summary statistics: percentiles by linear interpolation, and two-sample permutation tests.
 
-Plain Python (no numpy): the report must run wherever the SDK is installed.
+Plain Python (no numpy): the report must run wherever the SDK is installed. The permutation tests
+stay cheap for thousands of traces because every pass over a sample is done by C code
+(``itertools.compress``, ``accumulate``, ``operator.itemgetter``, ``bisect``), never by a Python
+loop over the traces.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
+import struct
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
+from operator import itemgetter
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.50),
@@ -60,14 +69,19 @@ def percentile_sorted(ordered: Sequence[float], q: float) -> float:
 
     The same definition as numpy's default ("linear"): position (n - 1) * q.
     """
-    n = len(ordered)
+    return _interpolated(ordered.__getitem__, len(ordered), q)
+
+
+def _interpolated(kth: Callable[[int], float], n: int, q: float) -> float:
+    """The q-quantile of n values given the k-th smallest (0-based) by ``kth``."""
     if n == 0:
         return math.nan
     position = (n - 1) * q
     lower = math.floor(position)
     upper = min(lower + 1, n - 1)
     fraction = position - lower
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * fraction
+    low_value = kth(lower)
+    return low_value + (kth(upper) - low_value) * fraction
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -116,60 +130,200 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
-def bootstrap_difference(
+@dataclass(frozen=True, slots=True)
+class Statistic:
+    """What a test compares between two runs: the mean (``quantile`` None) or a quantile."""
+
+    name: str
+    quantile: float | None = None
+
+
+MEAN = Statistic("mean")
+
+
+def requests_needed(statistic: Statistic, alpha: float = 0.05) -> int:
+    """The fewest requests per run for which a verdict on ``statistic`` can mean anything.
+
+    Two rules, the larger wins. A two-sided permutation test of n against n requests can reach
+    ``p <= alpha`` only when ``2 / C(2n, n) <= alpha`` (4 requests at 5%). A quantile q is
+    estimable only when its distribution-free ``1 - alpha`` confidence interval (binomial order
+    statistics) lies inside the observed values, i.e. ``max(q, 1 - q) ** n <= alpha / 2``: the
+    P50 needs 6 requests, the P90 36, the P95 72. Below that, the "P95" of a run is its largest
+    request or two, and no test can say more about the tail than that.
+    """
+    needed = 1
+    while 2 / math.comb(2 * needed, needed) > alpha:
+        needed += 1
+    if statistic.quantile is not None:
+        q = max(statistic.quantile, 1 - statistic.quantile)
+        estimable = 1
+        while q**estimable > alpha / 2:
+            estimable += 1
+        needed = max(needed, estimable)
+    return needed
+
+
+@dataclass(slots=True)
+class PermutationTest:
+    """``statistic(candidate) - statistic(baseline)`` against every relabelling of the two runs.
+
+    ``p_value`` is the share of random relabellings (the observed labelling counted once) whose
+    difference is at least as large in absolute value: a two-sided test whose false-positive rate
+    is at most alpha when both runs come from one distribution, at any sample size. ``margin`` is
+    the absolute difference that relabellings exceed with probability alpha, so ``estimate ±
+    margin`` is the test inverted under a shift model: it excludes zero exactly when
+    ``p_value <= alpha``.
+    """
+
+    estimate: float
+    p_value: float
+    margin: float
+
+    def significant(self) -> bool:
+        return abs(self.estimate) > self.margin
+
+    def interval(self) -> Interval:
+        return Interval(self.estimate, self.estimate - self.margin, self.estimate + self.margin)
+
+
+_UNTESTED = PermutationTest(math.nan, math.nan, math.nan)
+
+
+def midranks(values: Sequence[float]) -> list[float]:
+    """Ranks 1..n of ``values`` in their order; tied values share the mean of their ranks."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        rank = (start + end) / 2 + 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = rank
+        start = end + 1
+    return ranks
+
+
+def seed_of(samples: Sequence[Sequence[float]]) -> int:
+    """A seed derived from the samples themselves: the same runs always give the same verdicts."""
+    digest = hashlib.sha256()
+    for sample in samples:
+        digest.update(struct.pack(f"<I{len(sample)}d", len(sample), *sample))
+    return int.from_bytes(digest.digest()[:8], "big")
+
+
+class _PooledSample:
+    """One series of both runs pooled, with what each relabelling's statistics need."""
+
+    __slots__ = ("base_count", "cand_count", "in_order", "ordered", "statistics", "total", "values")
+
+    def __init__(
+        self, base: Sequence[float], cand: Sequence[float], statistics: Sequence[Statistic]
+    ) -> None:
+        self.values = [*base, *cand]
+        self.base_count, self.cand_count = len(base), len(cand)
+        self.total = sum(self.values)
+        self.statistics = statistics
+        order = sorted(range(len(self.values)), key=self.values.__getitem__)
+        self.ordered = [self.values[i] for i in order]
+        # labels in the pooled sample's sorted order, in one C call
+        self.in_order: Callable[[bytes], tuple[int, ...]] = (
+            itemgetter(*order) if len(order) > 1 else lambda labels: (labels[0],)
+        )
+
+    def differences(self, labels: bytes) -> list[float]:
+        """Candidate minus baseline of each statistic; ``labels[i]`` is 1 for baseline traces."""
+        result = []
+        kth: tuple[Callable[[int], float], Callable[[int], float]] | None = None
+        for statistic in self.statistics:
+            q = statistic.quantile
+            if q is None:
+                base_sum = sum(compress(self.values, labels))
+                cand_mean = (self.total - base_sum) / self.cand_count
+                result.append(cand_mean - base_sum / self.base_count)
+                continue
+            if kth is None:
+                kth = self._order_statistics(labels)
+            base_kth, cand_kth = kth
+            result.append(
+                _interpolated(cand_kth, self.cand_count, q)
+                - _interpolated(base_kth, self.base_count, q)
+            )
+        return result
+
+    def _order_statistics(
+        self, labels: bytes
+    ) -> tuple[Callable[[int], float], Callable[[int], float]]:
+        """The k-th smallest value of each run under ``labels``, found by bisection."""
+        # how many baseline traces lie at or below each position of the sorted pooled sample:
+        # a run's k-th smallest value is where its count first reaches k + 1
+        base_counts = list(accumulate(self.in_order(labels)))
+        positions = range(len(base_counts))
+        ordered = self.ordered
+
+        def cand_count(position: int) -> int:
+            return position + 1 - base_counts[position]
+
+        def base_kth(k: int) -> float:
+            return ordered[bisect_left(base_counts, k + 1)]
+
+        def cand_kth(k: int) -> float:
+            return ordered[bisect_left(positions, k + 1, key=cand_count)]
+
+        return base_kth, cand_kth
+
+
+def _random_labels(rng: random.Random, total: int, ones: int) -> bytes:
+    """A uniformly random choice of ``ones`` of ``total`` positions, as 0/1 bytes."""
+    labels = bytearray(total)
+    # consumed by deque in C: no Python-level loop over the chosen positions
+    deque(map(labels.__setitem__, rng.sample(range(total), ones), repeat(1, ones)), maxlen=0)
+    return bytes(labels)
+
+
+def permutation_tests(
     baseline: Sequence[Sequence[float]],
     candidate: Sequence[Sequence[float]],
-    statistics: Sequence[Callable[[list[float]], float]],
+    statistics: Sequence[Sequence[Statistic]],
     *,
-    resamples: int = 400,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> list[list[Interval]]:
-    """Bootstrap CIs of ``statistic(candidate) - statistic(baseline)`` for several series.
+    permutations: int = 499,
+    alpha: float = 0.05,
+    seed: int | None = None,
+) -> list[list[PermutationTest]]:
+    """Two-sided permutation tests of ``statistic(candidate) - statistic(baseline)``.
 
     ``baseline[k]`` and ``candidate[k]`` are the k-th series (e.g. one stage) measured on the
-    same traces: traces are resampled as a whole, so all series share each resample's indices.
-    ``statistics`` take a sorted sample. Returns ``[series][statistic] -> Interval``.
+    same traces, tested for ``statistics[k]``: each relabelling moves whole traces between the
+    runs, so all series share it. Returns ``[series][statistic] -> PermutationTest``. With
+    ``permutations + 1`` a multiple of ``1 / alpha`` the test's level is exactly alpha.
     """
-    rng = random.Random(seed)
-    series_count = len(baseline)
-    n_base = len(baseline[0]) if series_count else 0
-    n_cand = len(candidate[0]) if series_count else 0
-    diffs: list[list[list[float]]] = [[[] for _ in statistics] for _ in range(series_count)]
-    estimates: list[list[float]] = []
-    for k in range(series_count):
-        base_sorted = sorted(baseline[k])
-        cand_sorted = sorted(candidate[k])
-        estimates.append([stat(cand_sorted) - stat(base_sorted) for stat in statistics])
+    n_base = len(baseline[0]) if baseline else 0
+    n_cand = len(candidate[0]) if candidate else 0
     if n_base == 0 or n_cand == 0:
-        return [
-            [Interval(math.nan, math.nan, math.nan) for _ in statistics]
-            for _ in range(series_count)
-        ]
-    base_range = range(n_base)
-    cand_range = range(n_cand)
-    for _ in range(resamples):
-        base_index = rng.choices(base_range, k=n_base)
-        cand_index = rng.choices(cand_range, k=n_cand)
-        for k in range(series_count):
-            base_values = baseline[k]
-            cand_values = candidate[k]
-            base_sample = sorted([base_values[i] for i in base_index])
-            cand_sample = sorted([cand_values[i] for i in cand_index])
-            for s, stat in enumerate(statistics):
-                diffs[k][s].append(stat(cand_sample) - stat(base_sample))
-    tail = (1 - confidence) / 2
-    result: list[list[Interval]] = []
-    for k in range(series_count):
+        return [[_UNTESTED for _ in wanted] for wanted in statistics]
+    pooled = [
+        _PooledSample(base, cand, wanted)
+        for base, cand, wanted in zip(baseline, candidate, statistics, strict=True)
+    ]
+    observed_labels = b"\x01" * n_base + b"\x00" * n_cand
+    observed = [sample.differences(observed_labels) for sample in pooled]
+    nulls: list[list[list[float]]] = [[[] for _ in wanted] for wanted in statistics]
+    rng = random.Random(seed_of([*baseline, *candidate]) if seed is None else seed)
+    for _ in range(permutations):
+        labels = _random_labels(rng, n_base + n_cand, n_base)
+        for sample, null in zip(pooled, nulls, strict=True):
+            for s, difference in enumerate(sample.differences(labels)):
+                null[s].append(abs(difference))
+    # p <= alpha when fewer than `allowed` relabellings reach the observed difference
+    allowed = math.floor(alpha * (permutations + 1) + 1e-9)
+    result = []
+    for estimates, null in zip(observed, nulls, strict=True):
         row = []
-        for s in range(len(statistics)):
-            ordered = sorted(diffs[k][s])
-            row.append(
-                Interval(
-                    estimates[k][s],
-                    percentile_sorted(ordered, tail),
-                    percentile_sorted(ordered, 1 - tail),
-                )
-            )
+        for estimate, spread in zip(estimates, null, strict=True):
+            spread.sort(reverse=True)
+            reached = sum(1 for value in spread if value >= abs(estimate))
+            margin = spread[allowed - 1] if allowed >= 1 else math.inf
+            row.append(PermutationTest(estimate, (1 + reached) / (permutations + 1), margin))
         result.append(row)
     return result

@@ -1,0 +1,119 @@
+"""The comparison's verdicts, measured by simulation (fixed seeds).
+
+Pairs of runs drawn from one distribution must be called "faster" or "slower" at most at the
+stated rate (5%, plus the binomial margin of the number of pairs drawn); a 30% change in 10
+requests per run must be found in most draws. Latencies are lognormal with sigma 0.25 (the P95 is
+1.5 times the median); a second row, ``queue``, is zero in 60% of the requests, as a stage
+that only some requests pass through is, so ties are tested too.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+from llmtrace.analysis.compare import ALPHA, FASTER, SLOWER, compare
+from llmtrace.analysis.report_model import Report, StageSummary
+from llmtrace.analysis.stats import distribution
+
+SIGMA = 0.25
+
+
+def _run(end_to_end: list[float], queue: list[float] | None) -> Report:
+    stages = {}
+    if queue is not None:
+        summary = distribution(queue)
+        assert summary is not None
+        stages["queue"] = StageSummary(
+            summary, summary.mean / (sum(end_to_end) / len(end_to_end)), 0
+        )
+    return Report(
+        source="simulated",
+        service=None,
+        traces=len(end_to_end),
+        end_to_end=distribution(end_to_end),
+        stages=stages,
+        ttft=None,
+        bottleneck=None,
+        tail=None,
+        slowest=[],
+        samples={"end_to_end": end_to_end, "stages": {} if queue is None else {"queue": queue}},
+    )
+
+
+def _draw(rng: random.Random, n: int, scale: float, with_queue: bool) -> Report:
+    end_to_end = [scale * rng.lognormvariate(0.0, SIGMA) for _ in range(n)]
+    queue = None
+    if with_queue:
+        queue = [
+            0.0 if rng.random() < 0.6 else 0.2 * rng.lognormvariate(0.0, 0.5) for _ in range(n)
+        ]
+    return _run(end_to_end, queue)
+
+
+def _verdict_rates(
+    n: int, scale: float, draws: int, seed: int, *, with_queue: bool = False
+) -> dict[tuple[str, str], Counter[str]]:
+    """How often each (row, statistic) got each verdict; statistic "row" is the row's own."""
+    rng = random.Random(seed)
+    counts: dict[tuple[str, str], Counter[str]] = {}
+    for _ in range(draws):
+        before = _draw(rng, n, 1.0, with_queue)
+        after = _draw(rng, n, scale, with_queue)
+        for row in compare(before, after).series:
+            counts.setdefault((row.name, "row"), Counter())[row.verdict] += 1
+            for delta in row.deltas:
+                counts.setdefault((row.name, delta.statistic), Counter())[delta.verdict] += 1
+    return counts
+
+
+def _false_positive_limit(draws: int) -> float:
+    # alpha plus three binomial standard deviations of a rate measured on `draws` pairs
+    return ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / draws)
+
+
+def _rate(counter: Counter[str], *verdicts: str) -> float:
+    return sum(counter[v] for v in verdicts) / sum(counter.values())
+
+
+def test_same_distribution_at_ten_requests_is_rarely_called_faster_or_slower() -> None:
+    draws = 400
+    counts = _verdict_rates(10, 1.0, draws, seed=10, with_queue=True)
+    judged = {key: c for key, c in counts.items() if key[1] in ("row", "mean", "p50")}
+    assert len(judged) == 6
+    for key, counter in judged.items():
+        assert _rate(counter, FASTER, SLOWER) <= _false_positive_limit(draws), (key, counter)
+    # the tail is not judged at all from 10 requests
+    assert counts[("end_to_end", "p95")] == Counter({"not enough data": draws})
+
+
+def test_same_distribution_at_fifty_requests_is_rarely_called_faster_or_slower() -> None:
+    draws = 400
+    counts = _verdict_rates(50, 1.0, draws, seed=50, with_queue=True)
+    for key in [("end_to_end", s) for s in ("row", "mean", "p50", "p90")] + [("queue", "row")]:
+        assert _rate(counts[key], FASTER, SLOWER) <= _false_positive_limit(draws), key
+    assert counts[("end_to_end", "p95")] == Counter({"not enough data": draws})
+
+
+def test_same_distribution_at_a_hundred_requests_keeps_the_p95_honest() -> None:
+    draws = 300
+    counts = _verdict_rates(100, 1.0, draws, seed=100)
+    for statistic in ("p90", "p95"):
+        counter = counts[("end_to_end", statistic)]
+        assert counter["not enough data"] == 0
+        assert _rate(counter, FASTER, SLOWER) <= _false_positive_limit(draws), statistic
+
+
+def test_thirty_percent_less_time_at_ten_requests_is_found_in_most_draws() -> None:
+    counts = _verdict_rates(10, 0.7, 200, seed=7)
+    assert _rate(counts[("end_to_end", "row")], FASTER) > 0.7
+    assert _rate(counts[("end_to_end", "p50")], FASTER) > 0.6
+    assert _rate(counts[("end_to_end", "row")], SLOWER) == 0
+
+
+def test_thirty_percent_more_time_at_ten_requests_is_found_in_most_draws() -> None:
+    counts = _verdict_rates(10, 1.3, 200, seed=13)
+    assert _rate(counts[("end_to_end", "row")], SLOWER) > 0.5
+    assert _rate(counts[("end_to_end", "mean")], SLOWER) > 0.5
+    assert _rate(counts[("end_to_end", "row")], FASTER) == 0
