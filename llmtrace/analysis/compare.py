@@ -161,11 +161,11 @@ class Comparison:
     def row(self, name: str) -> SeriesComparison | None:
         return next((item for item in self.series if item.name == name), None)
 
+    def run_sides(self) -> tuple[RunSide, RunSide]:
+        return self.sides or (describe_run(self.baseline), describe_run(self.candidate))
+
     def to_json(self) -> dict[str, Any]:
-        base_side, cand_side = self.sides or (
-            describe_run(self.baseline),
-            describe_run(self.candidate),
-        )
+        base_side, cand_side = self.run_sides()
         return {
             "schema": SCHEMA,
             "method": {

@@ -18,12 +18,15 @@ from llmtrace.commands.report import (
 from llmtrace.errors import CommandError
 
 if TYPE_CHECKING:
+    from llmtrace.analysis.gate import SlowerLimit
     from llmtrace.analysis.report_model import Report
 
 HELP = "Compare two runs (trace sources or saved JSON reports): per-stage deltas and verdicts."
 EXAMPLES = (
     "llmtrace compare .llmtrace/runs/before.json .llmtrace/runs/after.json",
     "llmtrace compare --jaeger http://localhost:16686 --service support-bot before after",
+    "llmtrace compare before.json after.json --fail-if-slower end_to_end:p95:10% "
+    "--fail-if-slower ttft:p50:50ms",
 )
 
 _SIDE_HELP = (
@@ -44,7 +47,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "then llmtrace bench run names",
     )
     add_html_argument(parser, "also write the comparison as one self-contained HTML page")
+    parser.add_argument(
+        "--fail-if-slower",
+        type=_limit_argument,
+        action="append",
+        default=[],
+        metavar="ROW:STAT:ALLOWANCE",
+        help="exit 1 with a one-line reason when ROW's STAT (mean, p50, p90, p95) is "
+        "significantly slower by more than ALLOWANCE (10%% of the baseline, or 50ms); "
+        "repeatable, e.g. end_to_end:p95:10%% or ttft:p50:50ms",
+    )
+    parser.add_argument(
+        "--require-data",
+        action="store_true",
+        help="with --fail-if-slower: also fail when the runs are too small to judge a limit's "
+        "statistic (by default 'not enough data' never fails)",
+    )
     add_source_arguments(parser)
+
+
+def _limit_argument(text: str) -> SlowerLimit:
+    from llmtrace.analysis.gate import SlowerLimit
+
+    try:
+        return SlowerLimit.parse(text)
+    except CommandError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _is_run_name(side: str, args: argparse.Namespace) -> bool:
@@ -75,6 +103,8 @@ def _reports(args: argparse.Namespace) -> tuple[Report, Report]:
 def run(args: argparse.Namespace) -> int:
     from llmtrace.analysis.compare import compare
 
+    if args.require_data and not args.fail_if_slower:
+        raise CommandError("--require-data applies to --fail-if-slower limits: give one")
     baseline, candidate = _reports(args)
     comparison = compare(baseline, candidate)
     if args.format == "json":
@@ -89,4 +119,11 @@ def run(args: argparse.Namespace) -> int:
         from llmtrace.render.html import write_comparison_html
 
         print(f"wrote {write_comparison_html(comparison, args.html)}", file=sys.stderr)
+    if args.fail_if_slower:
+        from llmtrace.analysis.gate import failures
+
+        reasons = failures(comparison, args.fail_if_slower, require_data=args.require_data)
+        if reasons:
+            print(f"llmtrace compare: regression: {'; '.join(reasons)}", file=sys.stderr)
+            return 1
     return 0

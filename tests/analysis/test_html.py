@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tests.analysis.browser import load_page
 from tests.analysis.conftest import run_llmtrace
-from tests.analysis.otlp_lines import request_line, simple_trace
 
 
 def test_broken_page_is_caught_by_the_console_check(tmp_path: Path) -> None:
@@ -33,24 +32,3 @@ def test_html_report_renders_its_charts_without_console_errors(
     assert len(re.findall(r'<rect class="bin"', loaded.dom)) == 20
     assert len(re.findall(r'<rect class="span"', loaded.dom)) == 6  # the slowest trace's spans
     assert "Bottleneck: generation" in loaded.dom
-
-
-def test_compare_html_shows_both_runs_the_changes_and_the_verdicts(tmp_path: Path) -> None:
-    def write(name: str, retrieval_ms: int) -> Path:
-        path = tmp_path / name
-        lines = (request_line(simple_trace(i, retrieval_ms=retrieval_ms)) for i in range(40))
-        path.write_text("".join(line + "\n" for line in lines))
-        return path
-
-    before, after = write("before.jsonl", 30), write("after.jsonl", 80)
-    page = tmp_path / "comparison.html"
-    result = run_llmtrace("compare", str(before), str(after), "--html", str(page))
-    assert "retrieval" in result.stdout  # the table still goes to the terminal
-    html = page.read_text()
-    assert not re.search(r"""(src|href)=["']https?://""", html)  # self-contained
-    loaded = load_page(page, tmp_path)
-    assert loaded.console == []
-    for chart in ("chart-stage-shares-baseline", "chart-stage-shares-candidate"):
-        assert f'id="{chart}"' in loaded.dom, chart
-    assert re.search(r'<tr data-stage="retrieval">.*?<td class="verdict">slower</td>', loaded.dom)
-    assert re.search(r'<tr data-stage="end_to_end">', loaded.dom)

@@ -1,0 +1,73 @@
+"""Words for what a comparison compares and what its verdicts mean, shared by the renderers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtrace.analysis.compare import (
+    COMPARED,
+    END_TO_END,
+    NOT_ENOUGH_DATA,
+    Comparison,
+    RunSide,
+    SettingChange,
+)
+
+_SETTING_LABELS = {"question_set": "question set"}
+HASH_DIGITS = 12
+
+
+def row_name(name: str) -> str:
+    return "end-to-end" if name == END_TO_END else name
+
+
+def _value(key: str, value: Any) -> str:
+    if key == "question_set" and isinstance(value, str):
+        return value[:HASH_DIGITS]
+    return str(value)
+
+
+def settings_text(side: RunSide) -> str:
+    """``10 traces, question set 9f86d081884c, concurrency 1, model m``."""
+    parts = [f"{side.traces} {'trace' if side.traces == 1 else 'traces'}"]
+    parts += [
+        f"{_SETTING_LABELS.get(key, key)} {_value(key, value)}"
+        for key, value in side.settings.items()
+    ]
+    return ", ".join(parts)
+
+
+def changes_text(changes: list[SettingChange]) -> str:
+    """``max_tokens 256 → 64, top_k 8 → 3``: the settings the two runs recorded differently."""
+    return ", ".join(
+        f"{_SETTING_LABELS.get(c.setting, c.setting)} {_value(c.setting, c.baseline)} → "
+        f"{_value(c.setting, c.candidate)}"
+        for c in changes
+    )
+
+
+def not_enough_note(comparison: Comparison) -> str | None:
+    """Which statistics these runs are too small for, and how many requests each needs."""
+    short = {
+        delta.statistic: delta.needs
+        for item in comparison.series
+        for delta in item.deltas
+        if delta.verdict == NOT_ENOUGH_DATA
+    }
+    if not short:
+        return None
+    needs = ", ".join(
+        f"{statistic.name.upper() if statistic.quantile else statistic.name} ≥ {short[statistic.name]}"
+        for statistic in COMPARED
+        if statistic.name in short
+    )
+    return (
+        f"not enough data: {needs} requests per run "
+        f"(these runs: {comparison.baseline.traces} and {comparison.candidate.traces})"
+    )
+
+
+METHOD_NOTE = (
+    "Verdicts: a two-sided permutation test at 5% (the row's on ranks), and a change of at "
+    "least 1 ms and 5% of the baseline; the interval is the test's 95% interval."
+)
