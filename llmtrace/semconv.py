@@ -131,6 +131,10 @@ SERVER_INFERENCE_TIME: Final = "llmtrace.server.inference_time"
 SERVER_PROXY_QUEUE_TIME: Final = "llmtrace.server.proxy_queue_time"
 # Queue-stage spans: which queue (semaphore, worker pool, proxy) was waited for.
 QUEUE_NAME: Final = "llmtrace.queue.name"
+# The client's view of a streamed HTTP answer (llmtrace bench --url), seconds from sending the
+# request: the first body byte, and the first complete SSE ``data:`` line (what a user sees first).
+CLIENT_TIME_TO_FIRST_BYTE: Final = "llmtrace.client.time_to_first_byte"
+CLIENT_TIME_TO_FIRST_EVENT: Final = "llmtrace.client.time_to_first_event"
 # Benchmark runs.
 BENCH_RUN: Final = "llmtrace.bench.run"
 BENCH_QUESTION_ID: Final = "llmtrace.bench.question_id"

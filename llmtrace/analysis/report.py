@@ -29,6 +29,7 @@ from llmtrace.analysis.report_model import (
     SlowTrace,
     StageSummary,
     Tail,
+    UserPerceivedTTFT,
     Waterfall,
     WaterfallSpan,
 )
@@ -294,6 +295,26 @@ def build_report(
         llmtrace_version=_version(),
         grouping=_grouping(group_by, acc) if group_by is not None else None,
         filters=dict(traceset.filters),
+    )
+
+
+def user_perceived_ttft(
+    first_bytes: list[float], first_events: list[float], model_ttft: Distribution | None
+) -> UserPerceivedTTFT | None:
+    """The client's first sight of streamed answers next to the model's TTFT (None: nothing was
+    streamed). The difference is taken percentile by percentile: client and model times come
+    from different spans, and a request's model call may be one of several."""
+    first_byte, first_event = distribution(first_bytes), distribution(first_events)
+    user_sees = first_event or first_byte
+    if user_sees is None:
+        return None
+    return UserPerceivedTTFT(
+        requests=user_sees.count,
+        first_byte=first_byte,
+        first_event=first_event,
+        model_ttft=model_ttft,
+        service_adds_p50=user_sees.p50 - model_ttft.p50 if model_ttft else None,
+        service_adds_p95=user_sees.p95 - model_ttft.p95 if model_ttft else None,
     )
 
 

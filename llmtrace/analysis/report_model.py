@@ -67,6 +67,54 @@ class ModelUsage:
 
 
 @dataclass(slots=True)
+class UserPerceivedTTFT:
+    """When a bench client first saw streamed answers (``llmtrace bench --url``), next to the
+    model's time to first token inside the service.
+
+    What the user waits for is the first SSE event, or the first body byte of a chunked answer;
+    ``service_adds_p50``/``_p95`` is that minus the model's TTFT at the same percentile: what the
+    service (its steps before the model call, and the transport) adds before the user sees
+    anything.
+    """
+
+    requests: int
+    first_byte: Distribution | None
+    first_event: Distribution | None
+    model_ttft: Distribution | None
+    service_adds_p50: float | None
+    service_adds_p95: float | None
+
+    @property
+    def user_sees(self) -> Distribution | None:
+        return self.first_event or self.first_byte
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "first_byte": _dist_json(self.first_byte),
+            "first_event": _dist_json(self.first_event),
+            "model_ttft": _dist_json(self.model_ttft),
+            "service_adds_p50": self.service_adds_p50,
+            "service_adds_p95": self.service_adds_p95,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UserPerceivedTTFT:
+        def seconds(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        return cls(
+            requests=int(data.get("requests", 0)),
+            first_byte=_dist(data.get("first_byte")),
+            first_event=_dist(data.get("first_event")),
+            model_ttft=_dist(data.get("model_ttft")),
+            service_adds_p50=seconds("service_adds_p50"),
+            service_adds_p95=seconds("service_adds_p95"),
+        )
+
+
+@dataclass(slots=True)
 class SlowTrace:
     trace_id: str
     duration: float
@@ -181,6 +229,7 @@ class Report:
     llmtrace_version: str = ""
     grouping: Grouping | None = None
     filters: dict[str, str] = field(default_factory=dict)  # --filter KEY=VALUE, on root spans
+    user_ttft: UserPerceivedTTFT | None = None  # bench --url against a streaming endpoint
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -236,6 +285,7 @@ class Report:
             "llmtrace_version": self.llmtrace_version,
             "samples": self.samples,
             "filters": dict(self.filters),
+            "user_ttft": None if self.user_ttft is None else self.user_ttft.to_json(),
             # --group-by: null without it; "groups" is keyed by value, largest first
             "group_by": None
             if self.grouping is None
@@ -329,6 +379,9 @@ class Report:
             llmtrace_version=str(data.get("llmtrace_version", "")),
             grouping=grouping,
             filters={str(k): str(v) for k, v in (data.get("filters") or {}).items()},
+            user_ttft=UserPerceivedTTFT.from_json(data["user_ttft"])
+            if data.get("user_ttft")
+            else None,
         )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtrace.analysis.compare import Comparison, compare
-from llmtrace.analysis.report import build_report
+from llmtrace.analysis.report import build_report, user_perceived_ttft
 from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.bench.runner import BenchResult
@@ -22,7 +22,15 @@ def build_run_report(
 ) -> Report:
     """The report of ``result``'s run (warmups excluded)."""
     traceset = load_traces(str(source), service=service, since=result.started_at - _CLOCK_MARGIN)
-    return build_report(traceset, run=result.plan.name)
+    report = build_report(traceset, run=result.plan.name)
+    # The client's first sight of each answer is known to the run, which measured it.
+    answered = [o for o in result.measured if o.status == "ok"]
+    report.user_ttft = user_perceived_ttft(
+        [o.time_to_first_byte for o in answered if o.time_to_first_byte is not None],
+        [o.time_to_first_event for o in answered if o.time_to_first_event is not None],
+        report.ttft,
+    )
+    return report
 
 
 def report_document(

@@ -23,7 +23,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace.bench.questions import Question, QuestionSet
-from llmtrace.bench.targets import Target
+from llmtrace.bench.targets import HTTPAnswer, Target
 from llmtrace.span_errors import record_error, record_error_code
 
 Status_ = Literal["ok", "error", "timeout", "cancelled"]
@@ -62,6 +62,9 @@ class Outcome:
     latency: float
     trace_id: str
     error: str | None = None
+    # When the client first saw the answer of a streaming HTTP target (seconds, else None).
+    time_to_first_byte: float | None = None
+    time_to_first_event: float | None = None
 
 
 @dataclass
@@ -207,12 +210,13 @@ class BenchRunner:
         started = time.perf_counter()
         status: Status_ = "ok"
         error: str | None = None
+        answer: object = None
         # No deadline without --timeout; with one, only this deadline makes a "timeout".
         deadline = asyncio.timeout(self.plan.timeout)
         try:
             with trace.use_span(span, end_on_exit=False, record_exception=False):
                 async with deadline:
-                    await self.target(question)
+                    answer = await self.target(question)
         except TimeoutError as exc:
             if deadline.expired():
                 status, error = "timeout", f"no answer within {self.plan.timeout:g}s"
@@ -228,10 +232,24 @@ class BenchRunner:
             status, error = "error", _record_error(span, exc)
         finally:
             latency = time.perf_counter() - started
+            first_byte, first_event = _first_output(answer)
+            if first_byte is not None:
+                span.set_attribute(semconv.CLIENT_TIME_TO_FIRST_BYTE, first_byte)
+            if first_event is not None:
+                span.set_attribute(semconv.CLIENT_TIME_TO_FIRST_EVENT, first_event)
             span.end()
-            outcome = Outcome(question.id, warmup, status, latency, trace_id, error)
+            outcome = Outcome(
+                question.id, warmup, status, latency, trace_id, error, first_byte, first_event
+            )
             result.outcomes.append(outcome)
         return outcome
+
+
+def _first_output(answer: object) -> tuple[float | None, float | None]:
+    """When the client first saw a streamed HTTP answer: first byte, first SSE event."""
+    if isinstance(answer, HTTPAnswer):
+        return answer.time_to_first_byte, answer.time_to_first_event
+    return None, None
 
 
 def _record_error(span: Span, exc: Exception) -> str:

@@ -7,8 +7,10 @@ import importlib
 import inspect
 import json
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +41,35 @@ class HTTPStatusError(Exception):
     def __init__(self, status_code: int, body: str) -> None:
         super().__init__(f"HTTP {status_code}: {body[:200]}")
         self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class HTTPAnswer:
+    """An HTTP target's answer and when the client first saw it (seconds from the request)."""
+
+    text: str
+    time_to_first_byte: float | None = None  # streamed bodies only (SSE or chunked)
+    time_to_first_event: float | None = None  # SSE only: the first complete ``data:`` line
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class FirstEvent:
+    """Finds the first complete SSE ``data:`` line in a body fed chunk by chunk.
+
+    Only the unfinished last line is kept between chunks; once found, nothing more is scanned.
+    """
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self.seen_at: float | None = None
+
+    def feed(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` completes the body's first ``data:`` line."""
+        lines = (self._partial + chunk).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._partial = lines.pop()
+        return any(line.startswith(b"data:") for line in lines)
 
 
 class CallableTarget:
@@ -135,16 +166,31 @@ class HTTPTarget:
     def body_for(self, question: Question) -> Any:
         return _fill(self.template, question)
 
-    async def __call__(self, question: Question) -> object:
+    async def __call__(self, question: Question) -> HTTPAnswer:
         headers = dict(self.headers)
         # The service's own spans join the bench request's trace.
         propagate.inject(headers)
-        response = await self._client.request(
+        started = time.perf_counter()
+        first_byte: float | None = None
+        events = FirstEvent()
+        body: list[bytes] = []
+        async with self._client.stream(
             self.method, self.url, json=self.body_for(question), headers=headers
-        )
+        ) as response:
+            sse = response.headers.get("content-type", "").startswith("text/event-stream")
+            async for chunk in response.aiter_bytes():
+                if first_byte is None:
+                    first_byte = time.perf_counter() - started
+                if sse and events.seen_at is None and events.feed(chunk):
+                    events.seen_at = time.perf_counter() - started
+                body.append(chunk)
+            text = b"".join(body).decode(response.encoding or "utf-8", errors="replace")
+            # A body sent whole (Content-Length, not SSE) reaches the user all at once: its first
+            # byte is no earlier sight of the answer than its end, so it is not reported.
+            streamed = sse or "content-length" not in response.headers
         if response.status_code >= 400:
-            raise HTTPStatusError(response.status_code, response.text)
-        return response.text
+            raise HTTPStatusError(response.status_code, text)
+        return HTTPAnswer(text, first_byte if streamed else None, events.seen_at)
 
     async def aclose(self) -> None:
         await self._client.aclose()

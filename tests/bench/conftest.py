@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,10 +80,17 @@ def answer_service() -> Iterator[AnswerService]:
             return JSONResponse({"error": "no answer"}, status_code=500)
         return JSONResponse({"answer": f"echo: {body.get('question')}"})
 
-    server, thread, port = _serve(Starlette(routes=[Route("/answer", answer, methods=["POST"])]))
-    state.base_url = f"http://127.0.0.1:{port}"
-    try:
+    with serving(Starlette(routes=[Route("/answer", answer, methods=["POST"])])) as base_url:
+        state.base_url = base_url
         yield state
+
+
+@contextmanager
+def serving(app: Starlette) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free loopback port: its base URL."""
+    server, thread, port = _serve(app)
+    try:
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -1,0 +1,213 @@
+"""User-perceived TTFT: when a bench client first saw a streamed HTTP answer, against a real
+streaming ASGI service with injected delays, next to the model's TTFT inside the service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from opentelemetry import propagate, trace
+from rich.console import Console
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from llmtrace import semconv
+from llmtrace.analysis.report_model import Report
+from llmtrace.bench.execute import run_bench
+from llmtrace.bench.questions import Question, questions_from_texts
+from llmtrace.bench.reporting import build_run_report, report_document
+from llmtrace.bench.runner import BenchPlan
+from llmtrace.bench.targets import FirstEvent, HTTPTarget
+from llmtrace.render.html import render_html
+from llmtrace.render.terminal import print_report
+
+from .conftest import serving
+
+# The service's steps before its model call (it sends an SSE comment when they are done), then
+# the model's time to first token (the first `data:` event follows it).
+BEFORE_MODEL = 0.12
+MODEL_TTFT = 0.18
+TOLERANCE = 0.005
+
+
+@dataclass
+class StreamingService:
+    base_url: str = ""
+    # When the service actually wrote each part, seconds after the request reached it.
+    first_byte_sent: list[float] = field(default_factory=list)
+    first_event_sent: list[float] = field(default_factory=list)
+
+
+async def _sse_answer(
+    request: Request, state: StreamingService, received: float
+) -> AsyncIterator[bytes]:
+    parent = propagate.extract(dict(request.headers))
+    await asyncio.sleep(BEFORE_MODEL)
+    state.first_byte_sent.append(time.monotonic() - received)
+    yield b": retrieved, asking the model\n\n"
+    tracer = trace.get_tracer("streaming-service")
+    model_call = tracer.start_span(
+        "chat tiny",
+        context=parent,
+        attributes={
+            semconv.STAGE: semconv.LLM_STAGE,
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
+            semconv.GEN_AI_REQUEST_MODEL: "tiny",
+            semconv.GEN_AI_REQUEST_STREAM: True,
+        },
+    )
+    called = time.monotonic()
+    await asyncio.sleep(MODEL_TTFT)
+    first_token = time.monotonic()
+    model_call.set_attribute(semconv.TIME_TO_FIRST_TOKEN, first_token - called)
+    state.first_event_sent.append(first_token - received)
+    yield b'data: {"token": "Hello"}\n\n'
+    await asyncio.sleep(0.02)
+    yield b'data: {"token": " there"}\n\ndata: [DONE]\n\n'
+    model_call.end()
+
+
+@pytest.fixture
+def streaming_service() -> Iterator[StreamingService]:
+    state = StreamingService()
+
+    async def sse(request: Request) -> StreamingResponse:
+        received = time.monotonic()
+        return StreamingResponse(
+            _sse_answer(request, state, received), media_type="text/event-stream"
+        )
+
+    async def chunked(request: Request) -> StreamingResponse:
+        received = time.monotonic()
+
+        async def body() -> AsyncIterator[bytes]:
+            await asyncio.sleep(BEFORE_MODEL)
+            state.first_byte_sent.append(time.monotonic() - received)
+            yield b"Hello"
+            await asyncio.sleep(0.05)
+            yield b" there"
+
+        return StreamingResponse(body(), media_type="text/plain")
+
+    async def whole(request: Request) -> JSONResponse:
+        await asyncio.sleep(0.02)
+        return JSONResponse({"answer": "Hello there"})
+
+    routes = [
+        Route("/sse", sse, methods=["POST"]),
+        Route("/chunked", chunked, methods=["POST"]),
+        Route("/whole", whole, methods=["POST"]),
+    ]
+    with serving(Starlette(routes=routes)) as base_url:
+        state.base_url = base_url
+        yield state
+
+
+async def test_first_byte_and_first_sse_event_are_timed_within_5_ms(
+    streaming_service: StreamingService,
+) -> None:
+    target = HTTPTarget(f"{streaming_service.base_url}/sse")
+    try:
+        # The first request also opens the connection; the service cannot see that part.
+        await target(Question("0", "hi"))
+        answers = [await target(Question(str(i), "hi")) for i in range(1, 6)]
+    finally:
+        await target.aclose()
+    byte_errors, event_errors = [], []
+    service = streaming_service
+    sent = zip(service.first_byte_sent[1:], service.first_event_sent[1:], strict=True)
+    for answer, (byte_sent, event_sent) in zip(answers, sent, strict=True):
+        assert answer.time_to_first_byte is not None and answer.time_to_first_event is not None
+        assert answer.time_to_first_byte >= BEFORE_MODEL
+        assert answer.time_to_first_event >= BEFORE_MODEL + MODEL_TTFT
+        assert 'data: {"token": "Hello"}' in answer.text
+        byte_errors.append(abs(answer.time_to_first_byte - byte_sent))
+        event_errors.append(abs(answer.time_to_first_event - event_sent))
+    # Within 5 ms of the delays the service injected (as it measured them itself); the median
+    # of five requests, so one scheduling hiccup of a busy machine does not decide.
+    assert statistics.median(byte_errors) < TOLERANCE, byte_errors
+    assert statistics.median(event_errors) < TOLERANCE, event_errors
+
+
+async def test_chunked_bodies_have_a_first_byte_and_whole_bodies_neither(
+    streaming_service: StreamingService,
+) -> None:
+    chunked = HTTPTarget(f"{streaming_service.base_url}/chunked")
+    whole = HTTPTarget(f"{streaming_service.base_url}/whole")
+    try:
+        await chunked(Question("0", "hi"))  # opens the connection
+        streamed = await chunked(Question("1", "hi"))
+        sent_whole = await whole(Question("1", "hi"))
+    finally:
+        await chunked.aclose()
+        await whole.aclose()
+    assert streamed.text == "Hello there"
+    assert streamed.time_to_first_byte is not None
+    # The first part, not the whole body (the second part follows 50 ms later).
+    assert BEFORE_MODEL <= streamed.time_to_first_byte < BEFORE_MODEL + 0.05
+    assert streamed.time_to_first_event is None  # not SSE
+    assert json.loads(sent_whole.text) == {"answer": "Hello there"}
+    assert (sent_whole.time_to_first_byte, sent_whole.time_to_first_event) == (None, None)
+
+
+def test_a_data_line_split_across_chunks_counts_when_it_is_complete() -> None:
+    events = FirstEvent()
+    assert not events.feed(b": comment\n\nda")
+    assert not events.feed(b'ta: {"a"')
+    assert events.feed(b": 1}\r\n\r\n")
+
+
+async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference(
+    streaming_service: StreamingService, tmp_path: Path
+) -> None:
+    traces = tmp_path / "traces.jsonl"
+    target = HTTPTarget(f"{streaming_service.base_url}/sse")
+    questions = questions_from_texts(["a?", "b?", "c?", "d?"])
+    try:
+        result = await run_bench(
+            questions,
+            target,
+            BenchPlan(name="sse", warmup=1),
+            traces_file=traces,
+            show_progress=False,
+        )
+    finally:
+        await target.aclose()
+    assert result.requests == 4 and result.errors == 0
+    # The bench's request spans carry the client's timings.
+    roots = [
+        span["attributes"]
+        for line in traces.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+        if span["name"] == "bench sse"
+    ]
+    keys = {attribute["key"] for attributes in roots for attribute in attributes}
+    assert {semconv.CLIENT_TIME_TO_FIRST_BYTE, semconv.CLIENT_TIME_TO_FIRST_EVENT} <= keys
+
+    report = Report.from_json(report_document(build_run_report(traces, result), result))
+    user = report.user_ttft
+    assert user is not None and user.requests == 4
+    assert user.first_event is not None and user.first_byte is not None
+    assert user.model_ttft is not None and user.service_adds_p50 is not None
+    assert abs(user.first_event.p50 - (BEFORE_MODEL + MODEL_TTFT)) < 0.03
+    assert abs(user.model_ttft.p50 - MODEL_TTFT) < 0.03
+    # What the service adds before the user sees anything: its steps before the model call.
+    assert abs(user.service_adds_p50 - BEFORE_MODEL) < 0.02
+
+    console = Console(record=True, width=120)
+    print_report(report, console=console)
+    text = console.export_text()
+    assert "User-perceived time to first token (first SSE event at the client)" in text
+    assert "The model's own TTFT inside the service" in text
+    assert "before the user sees anything" in text
+    assert "User-perceived time to first token" in render_html(report)
