@@ -38,8 +38,8 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUS_HELP = f"""\
 exit status:
   {EXIT_OK:<4} done
-  {EXIT_FAILED:<4} a check failed (doctor), no bench request completed, or the program
-       reading the output quit early (llmtrace report | head)
+  {EXIT_FAILED:<4} a check failed (doctor, compare --fail-if-slower), no bench request
+       completed, or the program reading the output quit early (llmtrace report | head)
   {EXIT_ERROR:<4} an error, printed as one line on stderr: bad arguments, a missing or unreadable
        file, an unreachable Jaeger, an invalid configuration value
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C)
