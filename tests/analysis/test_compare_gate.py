@@ -123,3 +123,20 @@ def test_both_sides_are_named_by_the_runs_their_traces_record(runs: dict[str, Pa
     assert data["series"]["end_to_end"]["p50"]["verdict"] == "slower"
     code, stdout, _ = _compare(runs, "before", "slower")
     assert "baseline  before (40 traces" in stdout and "candidate slower (40 traces" in stdout
+
+
+def test_runs_read_from_jaeger_are_named_by_their_run_too() -> None:
+    from tests.core.test_cli_vocabulary import _FakeJaeger
+    from tests.http_server import serving
+
+    with serving(_FakeJaeger) as url:
+        done = run_llmtrace(
+            "compare", "--jaeger", url, "--service", "svc", "before", "after", "--format", "json"
+        )
+    data = json.loads(done.stdout)
+    assert (data["baseline"]["name"], data["candidate"]["name"]) == ("before", "after")
+    assert data["baseline"]["source"] == data["candidate"]["source"] == url  # one source
+    # 6 requests per run: the row and the mean are judged, the tail is not
+    end_to_end = data["series"]["end_to_end"]
+    assert end_to_end["verdict"] == end_to_end["mean"]["verdict"] == "faster"
+    assert end_to_end["p95"]["verdict"] == "not enough data" and end_to_end["p95"]["needs"] == 72
