@@ -10,7 +10,7 @@ import html
 from pathlib import Path
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.compare import END_TO_END, Comparison
+from llmtrace.analysis.compare import COMPARED, Comparison, Delta
 from llmtrace.analysis.report_model import Report, StageSummary
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
@@ -18,6 +18,13 @@ from llmtrace.analysis.units import (
     format_seconds,
     format_share,
     format_signed_seconds,
+)
+from llmtrace.render.labels import (
+    METHOD_NOTE,
+    changes_text,
+    not_enough_note,
+    row_name,
+    settings_text,
 )
 from llmtrace.render.user_ttft import user_ttft_lines
 
@@ -42,6 +49,8 @@ _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .meta{color:#666}.warn{color:#a15c00}.dim{color:#888}.significant{font-weight:600}
+.faster{color:#1a7f37;font-weight:600}.slower{color:#c62828;font-weight:600}.no-change{color:#555}
+.not-enough{color:#8a6d00}.cell-verdict{font-size:12px}
 table{border-collapse:collapse;margin:8px 0}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
 th:first-child,td:first-child{text-align:left}th{background:#fafafa}
 .bottleneck{background:#fff4f0;border-left:4px solid #e15759;padding:8px 14px}
@@ -368,48 +377,127 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def render_comparison_html(comparison: Comparison) -> str:
-    """Two runs side by side: their stage shares, the per-stage changes at P50/P90/P95 with 95%
-    intervals, and the verdict of each stage (all computed by ``analysis.compare``)."""
-    base, cand = comparison.baseline, comparison.candidate
-    title = f"llmtrace comparison — {base.source} → {cand.source}"
-    body = [
-        f"<h1>{_esc(title)}</h1>",
-        f'<p class="meta">baseline <code>{_esc(base.source)}</code> ({base.traces} traces) → '
-        f"candidate <code>{_esc(cand.source)}</code> ({cand.traces} traces)</p>",
+def stage_bars_side_by_side(comparison: Comparison) -> str:
+    """Each run's mean end-to-end time as one column stacked by stage, on one scale, so the
+    shorter column is the faster run and each band's height is that stage's mean."""
+    runs = list(
+        zip(
+            ("baseline", "candidate"),
+            comparison.run_sides(),
+            (comparison.baseline, comparison.candidate),
+            strict=True,
+        )
+    )
+    width, height, top, bottom, column = 1000, 340, 28, 46, 160
+    tallest = max(
+        (report.end_to_end.mean for _, _, report in runs if report.end_to_end), default=0.0
+    )
+    scale = (height - top - bottom) / tallest if tallest > 0 else 0.0
+    parts = []
+    stages: list[str] = []
+    for index, (role, side, report) in enumerate(runs):
+        x = 180 + index * 380
+        y = float(height - bottom)
+        for stage, summary in report.stages.items():
+            h = summary.distribution.mean * scale
+            if stage not in stages:
+                stages.append(stage)
+            if h <= 0:
+                continue
+            y -= h
+            parts.append(
+                f'<rect class="stage-bar" data-run="{role}" data-stage="{_esc(stage)}" '
+                f'x="{x}" y="{y:.2f}" width="{column}" height="{h:.2f}" fill="{_color(stage)}">'
+                f"<title>{_esc(side.name)}: {_esc(stage)} {format_seconds(summary.distribution.mean)} "
+                f"mean ({format_share(summary.share)})</title></rect>"
+            )
+            if h >= 16:
+                parts.append(
+                    f'<text x="{x + column + 6}" y="{y + h / 2 + 4:.2f}">{_esc(stage)} '
+                    f"{format_seconds(summary.distribution.mean)}</text>"
+                )
+        total = report.end_to_end.mean if report.end_to_end else 0.0
+        parts.append(
+            f'<text x="{x + column / 2}" y="{y - 8:.2f}" text-anchor="middle">'
+            f"{format_seconds(total)} mean</text>"
+            f'<text x="{x + column / 2}" y="{height - bottom + 18}" text-anchor="middle">'
+            f'<tspan font-weight="600">{role}</tspan></text>'
+            f'<text x="{x + column / 2}" y="{height - bottom + 36}" text-anchor="middle">'
+            f"{_esc(side.name)}</text>"
+        )
+    return (
+        f'<svg id="chart-stage-bars" viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="mean end-to-end time of each run, stacked by stage">{"".join(parts)}</svg>'
+        + _legend(stages)
+    )
+
+
+_CELL_CLASS = {"faster": "faster", "slower": "slower", "not enough data": "not-enough"}
+
+
+def _comparison_cell(delta: Delta) -> str:
+    return (
+        f'<td class="cell {_CELL_CLASS.get(delta.verdict, "no-change")}" '
+        f'data-statistic="{delta.statistic}">'
+        f"{format_seconds(delta.baseline)} → {format_seconds(delta.candidate)}<br>"
+        f"{format_signed_seconds(delta.change)} [{format_signed_seconds(delta.interval.low)}, "
+        f"{format_signed_seconds(delta.interval.high)}]<br>"
+        f'<span class="cell-verdict">{_esc(delta.verdict_text())}</span></td>'
+    )
+
+
+def _run_header(comparison: Comparison) -> list[str]:
+    rows = "".join(
+        f'<tr data-run="{role}"><th>{role}</th><td class="run-name"><b>{_esc(side.name)}</b></td>'
+        f'<td style="text-align:left">{_esc(settings_text(side))}</td>'
+        f'<td style="text-align:left"><code>{_esc(side.source)}</code></td></tr>'
+        for role, side in zip(("baseline", "candidate"), comparison.run_sides(), strict=True)
+    )
+    parts = [
+        '<table id="runs"><tr><th></th><th>run</th><th style="text-align:left">settings</th>'
+        f'<th style="text-align:left">source</th></tr>{rows}</table>'
     ]
-    body.extend(f'<p class="warn">{_esc(w)}</p>' for w in comparison.warnings)
+    if comparison.changed_settings:
+        parts.append(
+            f'<p id="changed"><b>Changed:</b> {_esc(changes_text(comparison.changed_settings))}</p>'
+        )
+    parts.extend(f'<p class="warn">{_esc(w)}</p>' for w in comparison.warnings)
+    return parts
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """Two runs side by side: who they are, their stacked stage bars, each stage's change in
+    mean/P50/P90/P95 with its 95% interval and verdict, and the row's verdict (all computed by
+    ``analysis.compare``)."""
+    base, cand = comparison.run_sides()
+    title = f"llmtrace comparison — {base.name} → {cand.name}"
+    body = [f"<h1>{_esc(title)}</h1>", *_run_header(comparison)]
     body += [
-        "<h2>Share of end-to-end time by stage</h2>",
-        f"<p><b>baseline</b> — {_esc(base.source)}</p>",
-        stage_share_chart(base, "chart-stage-shares-baseline"),
-        f"<p><b>candidate</b> — {_esc(cand.source)}</p>",
-        stage_share_chart(cand, "chart-stage-shares-candidate"),
+        "<h2>Mean end-to-end time by stage</h2>",
+        stage_bars_side_by_side(comparison),
         "<h2>Change (candidate - baseline)</h2>",
     ]
-    rows = []
-    for item in comparison.series:
-        name = "end-to-end" if item.name == END_TO_END else item.name
-        cells = "".join(
-            f'<td class="{"significant" if delta.significant() else "dim"}">'
-            f"{format_seconds(delta.baseline)} → {format_seconds(delta.candidate)}<br>"
-            f"{format_signed_seconds(delta.change)} [{format_signed_seconds(delta.interval.low)}, "
-            f"{format_signed_seconds(delta.interval.high)}]</td>"
-            for delta in item.deltas
-        )
-        rows.append(
-            f'<tr data-stage="{_esc(item.name)}"><td>{_esc(name)}</td>{cells}'
-            f'<td class="verdict">{_esc(item.verdict)}</td></tr>'
-        )
-    body.append(
-        '<table id="comparison"><tr><th>stage</th><th>P50 before → after<br>Δ [95% CI]</th>'
-        "<th>P90</th><th>P95</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+    head = "".join(
+        f"<th>{statistic.name.upper() if statistic.quantile else statistic.name}<br>"
+        "before → after<br>Δ [95% interval]</th>"
+        for statistic in COMPARED
     )
+    rows = [
+        f'<tr data-stage="{_esc(item.name)}"><td>{_esc(row_name(item.name))}</td>'
+        + "".join(_comparison_cell(delta) for delta in item.deltas)
+        + f'<td class="verdict {_CELL_CLASS.get(item.verdict, "no-change")}">'
+        f"{_esc(item.verdict_text())}</td></tr>"
+        for item in comparison.series
+    ]
     body.append(
-        '<p class="meta">A change is significant when its 95% bootstrap interval excludes zero, '
-        "it is at least 1 ms and 5% of the baseline, and each run has 5 traces beyond the "
-        "percentile (P90: 50 traces, P95: 100).</p>"
+        f'<table id="comparison"><tr><th>stage</th>{head}<th>verdict</th></tr>'
+        + "".join(rows)
+        + "</table>"
     )
+    note = not_enough_note(comparison)
+    if note:
+        body.append(f'<p class="meta" id="not-enough">{_esc(note)}.</p>')
+    body.append(f'<p class="meta">{_esc(METHOD_NOTE)}</p>')
     return _page(title, body)
 
 

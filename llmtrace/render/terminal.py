@@ -7,7 +7,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from llmtrace.analysis.compare import END_TO_END, Comparison
+from llmtrace.analysis.compare import (
+    COMPARED,
+    FASTER,
+    NOT_ENOUGH_DATA,
+    SLOWER,
+    Comparison,
+    Delta,
+)
 from llmtrace.analysis.report_model import Report, StageSummary
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
@@ -16,9 +23,18 @@ from llmtrace.analysis.units import (
     format_share,
     format_signed_seconds,
 )
+from llmtrace.render.labels import (
+    METHOD_NOTE,
+    changes_text,
+    not_enough_note,
+    row_name,
+    settings_text,
+)
 from llmtrace.render.user_ttft import user_ttft_lines
 
-_VERDICT_STYLE = {"faster": "green", "slower": "red", "mixed": "yellow"}
+_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", NOT_ENOUGH_DATA: "yellow"}
+_VERDICT_MARK = {FASTER: "▼", SLOWER: "▲", NOT_ENOUGH_DATA: "?"}
+_CELL_STYLE = {FASTER: "bold green", SLOWER: "bold red"}
 
 
 def _distribution_cells(dist: Distribution | None) -> list[str]:
@@ -203,47 +219,59 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console.print(_slowest_table(report))
 
 
+def _cell(delta: Delta) -> Text:
+    marker = _VERDICT_MARK.get(delta.verdict, "")
+    text = format_signed_seconds(delta.change) + marker
+    return Text(text, style=_CELL_STYLE.get(delta.verdict, "dim"))
+
+
 def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
-    """Per-stage deltas at P50/P90/P95 with 95% intervals and a verdict per stage."""
+    """Both runs by name and settings, then per row the change in mean/P50/P90/P95 with each
+    statistic's verdict and the row's, and P50/P95 before → after with their intervals."""
     console = console or Console()
-    base, cand = comparison.baseline, comparison.candidate
-    console.print(
-        f"baseline [bold]{base.source}[/] ({base.traces} traces) → "
-        f"candidate [bold]{cand.source}[/] ({cand.traces} traces)",
-        highlight=False,
-    )
+    for role, side in zip(("baseline", "candidate"), comparison.run_sides(), strict=True):
+        console.print(
+            f"{role:<9} [bold]{side.name}[/] ({settings_text(side)})"
+            + (f" from {side.source}" if side.source != side.name else ""),
+            highlight=False,
+        )
+    if comparison.changed_settings:
+        console.print(f"changed:  {changes_text(comparison.changed_settings)}", highlight=False)
     for warning in comparison.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Change (candidate - baseline)")
     table.add_column("stage", style="bold")
-    for label in ("P50", "P90", "P95"):
-        table.add_column(f"Δ {label}", justify="right")
-    table.add_column("verdict")
+    for statistic in COMPARED:
+        label = statistic.name.upper() if statistic.quantile else statistic.name
+        table.add_column(f"Δ {label}", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
     for item in comparison.series:
-        cells = []
-        for delta in item.deltas:
-            text = format_signed_seconds(delta.change)
-            cells.append(Text(text, style="bold" if delta.significant() else "dim"))
-        name = "end-to-end" if item.name == END_TO_END else item.name
-        table.add_row(name, *cells, Text(item.verdict, style=_VERDICT_STYLE.get(item.verdict, "")))
+        table.add_row(
+            row_name(item.name),
+            *(_cell(delta) for delta in item.deltas),
+            Text(item.verdict_text(), style=_VERDICT_STYLE.get(item.verdict, "")),
+        )
     console.print(table)
     console.print(
-        "[dim]Bold deltas are significant: the 95% bootstrap interval excludes zero, the "
-        "change is at least 1 ms and 5% of the baseline, and each run has 5 traces beyond the "
-        "percentile (P90: 50 traces, P95: 100).[/]"
+        "[dim]▼ faster, ▲ slower, plain: no significant change, ? not enough data. "
+        + METHOD_NOTE
+        + "[/]",
+        highlight=False,
     )
+    note = not_enough_note(comparison)
+    if note:
+        console.print(f"[dim]? {note}[/]", highlight=False)
     detail = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="P50 and P95 with 95% intervals")
-    detail.add_column("stage", style="bold")
-    detail.add_column("P50 before → after", justify="right")
-    detail.add_column("P95 Δ [95% CI]", justify="right")
+    detail.add_column("stage", style="bold", no_wrap=True)
+    for name in ("P50 before→after", "Δ P50 [95% interval]", "P95 before→after"):
+        detail.add_column(name, justify="right", no_wrap=True)
     for item in comparison.series:
-        p50 = item.deltas[0]
-        p95 = item.deltas[2]
-        name = "end-to-end" if item.name == END_TO_END else item.name
+        p50, p95 = item.delta("p50"), item.delta("p95")
         detail.add_row(
-            name,
-            f"{format_seconds(p50.baseline)} → {format_seconds(p50.candidate)}",
-            f"{format_signed_seconds(p95.change)} [{format_seconds(p95.interval.low)}, "
-            f"{format_seconds(p95.interval.high)}]",
+            row_name(item.name),
+            f"{format_seconds(p50.baseline)}→{format_seconds(p50.candidate)}",
+            f"{format_signed_seconds(p50.change)} [{format_signed_seconds(p50.interval.low)}, "
+            f"{format_signed_seconds(p50.interval.high)}]",
+            f"{format_seconds(p95.baseline)}→{format_seconds(p95.candidate)}",
         )
     console.print(detail)
