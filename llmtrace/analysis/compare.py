@@ -85,10 +85,6 @@ class Delta:
         return self.candidate - self.baseline
 
     @property
-    def percentile(self) -> str:
-        return self.statistic
-
-    @property
     def enough_traces(self) -> bool:
         return self.verdict != NOT_ENOUGH_DATA
 

@@ -47,22 +47,25 @@ def changes_text(changes: list[SettingChange]) -> str:
 
 
 def not_enough_note(comparison: Comparison) -> str | None:
-    """Which statistics these runs are too small for, and how many requests each needs."""
+    """Which verdicts these runs are too small for, and how many requests each needs."""
     short = {
         delta.statistic: delta.needs
         for item in comparison.series
         for delta in item.deltas
         if delta.verdict == NOT_ENOUGH_DATA
     }
-    if not short:
+    rows = [item.needs for item in comparison.series if item.verdict == NOT_ENOUGH_DATA]
+    if not short and not rows:
         return None
-    needs = ", ".join(
-        f"{statistic.name.upper() if statistic.quantile else statistic.name} ≥ {short[statistic.name]}"
+    needs = [f"the row's verdict ≥ {rows[0]}"] if rows else []
+    needs += [
+        f"{statistic.name.upper() if statistic.quantile else statistic.name} ≥ "
+        f"{short[statistic.name]}"
         for statistic in COMPARED
         if statistic.name in short
-    )
+    ]
     return (
-        f"not enough data: {needs} requests per run "
+        f"not enough data: {', '.join(needs)} requests per run "
         f"(these runs: {comparison.baseline.traces} and {comparison.candidate.traces})"
     )
 

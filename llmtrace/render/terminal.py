@@ -249,7 +249,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         table.add_row(
             row_name(item.name),
             *(_cell(delta) for delta in item.deltas),
-            Text(item.verdict_text(), style=_VERDICT_STYLE.get(item.verdict, "")),
+            Text(item.verdict, style=_VERDICT_STYLE.get(item.verdict, "")),
         )
     console.print(table)
     console.print(
