@@ -187,6 +187,7 @@ class PermutationTest:
 
 
 _UNTESTED = PermutationTest(math.nan, math.nan, math.nan)
+ROUNDING_NOISE = 1e-12  # seconds: far below any clock's resolution
 
 
 def midranks(values: Sequence[float]) -> list[float]:
@@ -274,6 +275,11 @@ class _PooledSample:
         return base_kth, cand_kth
 
 
+def _snapped(value: float) -> float:
+    # Differences of a constant series are rounding noise (1e-17 s), not a "-0 µs" interval.
+    return 0.0 if abs(value) < ROUNDING_NOISE else value
+
+
 def _random_labels(rng: random.Random, total: int, ones: int) -> bytes:
     """A uniformly random choice of ``ones`` of ``total`` positions, as 0/1 bytes."""
     labels = bytearray(total)
@@ -322,8 +328,9 @@ def permutation_tests(
         row = []
         for estimate, spread in zip(estimates, null, strict=True):
             spread.sort(reverse=True)
+            estimate = _snapped(estimate)
             reached = sum(1 for value in spread if value >= abs(estimate))
-            margin = spread[allowed - 1] if allowed >= 1 else math.inf
+            margin = _snapped(spread[allowed - 1]) if allowed >= 1 else math.inf
             row.append(PermutationTest(estimate, (1 + reached) / (permutations + 1), margin))
         result.append(row)
     return result

@@ -88,3 +88,11 @@ def test_midranks_share_ties() -> None:
 def test_empty_runs_are_not_tested() -> None:
     ((test,),) = permutation_tests([[]], [[0.1]], [[MEAN]])
     assert not test.significant()
+
+
+def test_a_constant_series_has_no_change_and_no_rounding_noise() -> None:
+    base = [[0.1] * 9]
+    cand = [[0.1] * 7]  # means differ by 7e-17 in floating point
+    ((test,),) = permutation_tests(base, cand, [[MEAN]])
+    assert (test.estimate, test.margin) == (0.0, 0.0)
+    assert not test.significant() and test.p_value == 1.0
