@@ -1,0 +1,545 @@
+"""Runs llmtrace and its peers side by side: one subprocess per configuration, one pipeline for all.
+
+The peers pin other OpenTelemetry versions than llmtrace's ``.venv``, and an instrumentation cannot
+be removed cleanly from a process once installed, so each configuration runs in its own process of
+the peers' virtualenv (``scripts/peers.sh`` creates it on demand, cached under
+``~/.cache/llmtrace/peers-venv``; ``LLMTRACE_PEERS_VENV`` overrides the place). The parent starts
+the simulated model servers (``tests/servers/model_server.py``) and every child talks to them over
+loopback HTTP with the real ``openai`` and ``anthropic`` clients.
+
+Two measurements per configuration:
+
+- **instructions** (the figure of record): the child runs under ``valgrind --tool=callgrind`` with
+  instrumentation off while it imports and sets up (a third of a minute instead of two), turns it
+  on through a client request (a tiny C library built once with the machine's ``cc`` and
+  ``valgrind/callgrind.h``), warms each scenario up, then runs it between two calls of
+  ``os.getloadavg()``, on which callgrind dumps its counters (``--dump-before=getloadavg``). So each
+  scenario's measured calls are one dump of their own: start-up, imports and warm-up never count,
+  and instruction counts do not depend on what else the machine is doing. Without ``cc`` or the
+  header, instrumentation is on from the start (the same figures, several times slower).
+- **wall clock**: the same child without valgrind, each call timed; the median per call (noisy on a
+  shared machine; beside the instruction counts for scale only).
+
+The pipeline is the same for every configuration: a global SDK ``TracerProvider`` set before
+anything is instrumented, with a ``SimpleSpanProcessor`` and an exporter that counts spans and
+drops them, so the span count printed beside each cost says what the configuration recorded. The
+peers that build their own pipeline are pointed at it (see ``_setup``). No ``MeterProvider`` or
+``LoggerProvider`` is set: metrics and log events cost what recording into OpenTelemetry's no-op
+API costs, for every configuration alike. Each configuration otherwise keeps its defaults (what it
+records, whether it captures message content): that is what its users get.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
+MESSAGES = [{"role": "user", "content": "Say hello"}]
+# Content tokens of the short and the long stream: the difference, per chunk, is the per-chunk cost.
+SHORT_TOKENS = 4
+LONG_TOKENS = 104
+# How many more calls a plain (wall clock) run makes than a run under callgrind.
+WALL_CLOCK_FACTOR = 4
+
+# What a configuration is called in the tables, in the order printed.
+LABELS = {
+    "none": "no instrumentation",
+    "anthropic-own": "the anthropic client's own span (on by default)",
+    "hand": "hand-written span, one attribute",
+    "otel": "OpenTelemetry openai-v2",
+    "llmtrace": "llmtrace",
+    "openlit": "OpenLIT",
+    "openinference": "OpenInference",
+    "langfuse": "Langfuse",
+    "openllmetry": "OpenLLMetry",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Parent side
+
+
+def revision() -> str:
+    """The llmtrace commit measured, and whether the working tree's llmtrace/ differs from it."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "llmtrace"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{commit or 'unknown'}{' with uncommitted changes in llmtrace/' if changed else ''}"
+
+
+def peers_python() -> str:
+    """The peers' interpreter, after ``scripts/peers.sh`` made sure the environment is current."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "peers.sh")], check=True)
+    venv = Path(os.environ.get("LLMTRACE_PEERS_VENV", CACHE / "peers-venv"))
+    return str(venv / "bin" / "python")
+
+
+def _callgrind_start_library() -> str | None:
+    """A shared library whose ``start()`` turns callgrind's instrumentation on, built once."""
+    source = (
+        "#include <valgrind/callgrind.h>\nvoid start(void) { CALLGRIND_START_INSTRUMENTATION; }\n"
+    )
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not Path("/usr/include/valgrind/callgrind.h").exists():
+        return None
+    library = CACHE / "callgrind-start.so"
+    if not library.exists():
+        library.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as work:
+            c_file = Path(work) / "start.c"
+            c_file.write_text(source)
+            built = Path(work) / "start.so"
+            subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", built, c_file], check=True)
+            shutil.move(built, library)
+    return str(library)
+
+
+@dataclass
+class Servers:
+    """The simulated model servers: one answering short responses, one long streams."""
+
+    short_url: str
+    long_url: str
+
+
+def start_servers() -> tuple[Servers, Callable[[], None]]:
+    sys.path.insert(0, str(ROOT))
+    from tests.servers.model_server import ModelServer
+
+    short = ModelServer().start().configure(tokens=["x"] * SHORT_TOKENS)
+    long = ModelServer().start().configure(tokens=["x"] * LONG_TOKENS)
+
+    def stop() -> None:
+        short.stop()
+        long.stop()
+
+    return Servers(short.url, long.url), stop
+
+
+@dataclass
+class Measured:
+    """One configuration's figures per scenario: instructions and seconds per call, spans per call."""
+
+    instructions: dict[str, float]
+    seconds: dict[str, float]
+    spans: dict[str, float]
+
+
+def measure(
+    configs: Sequence[str],
+    scenarios: dict[str, Sequence[str]],
+    calls: dict[str, int],
+    *,
+    instructions: bool = True,
+    workers: int = 2,
+) -> dict[str, Measured]:
+    """Run every configuration in ``configs`` over its ``scenarios[config]``, ``calls[scenario]``
+    calls each; the children run ``workers`` at a time (instruction counts do not mind)."""
+    python = peers_python()
+    library = _callgrind_start_library() if instructions else None
+    if instructions and shutil.which("valgrind") is None:
+        print("valgrind not installed (apt-get install valgrind): wall clock only")
+        instructions = False
+    servers, stop = start_servers()
+    try:
+
+        def run(config: str) -> Measured:
+            wanted = list(scenarios[config])
+            # Plain runs are cheap: more calls there steady the medians.
+            more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
+            plain = _run_child(python, config, wanted, more, servers, None)
+            counted = (
+                _run_child(python, config, wanted, calls, servers, library or "")
+                if instructions
+                else {}
+            )
+            return Measured(
+                instructions={name: counted[name]["instructions"] for name in counted},
+                seconds={name: plain[name]["seconds"] for name in plain},
+                spans={name: plain[name]["spans"] for name in plain},
+            )
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return dict(zip(configs, pool.map(run, configs), strict=True))
+    finally:
+        stop()
+
+
+def _run_child(
+    python: str,
+    config: str,
+    scenarios: list[str],
+    calls: dict[str, int],
+    servers: Servers,
+    callgrind_library: str | None,
+) -> dict[str, dict[str, float]]:
+    """One child process; ``callgrind_library`` None runs it plainly, a path (or "" for none
+    available) under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="llmtrace-peers-") as work:
+        results = Path(work) / "results.json"
+        request = {
+            "config": config,
+            "scenarios": scenarios,
+            "calls": {name: calls[name] for name in scenarios},
+            "short_url": servers.short_url,
+            "long_url": servers.long_url,
+            "results": str(results),
+            "callgrind_library": callgrind_library,
+        }
+        command = [python, str(Path(__file__).resolve()), json.dumps(request)]
+        if callgrind_library is not None:
+            command = [
+                "valgrind",
+                "--tool=callgrind",
+                f"--instr-atstart={'no' if callgrind_library else 'yes'}",
+                "--dump-before=getloadavg",
+                f"--callgrind-out-file={work}/callgrind.out",
+                *command,
+            ]
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": "0",
+            "PYTHONPATH": str(ROOT),
+            # Peers that phone home or look for their cloud keys: off, so nothing leaves the machine.
+            "TRACELOOP_TELEMETRY": "false",
+            "OTEL_SDK_DISABLED": "false",
+        }
+        if config != "anthropic-own":
+            # The anthropic client makes a span of its own per call when a provider is set; off,
+            # so that each row is the cost of the configuration alone (the row "anthropic-own"
+            # is that span's cost; llmtrace turns it off itself, the others keep it beside theirs).
+            env["ANTHROPIC_OPEN_TELEMETRY"] = "false"
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if os.environ.get("LLMTRACE_PEERS_VERBOSE"):
+            mode = "plain" if callgrind_library is None else "callgrind"
+            print(f"  {config} ({mode}): {time.monotonic() - started:.0f} s", file=sys.stderr)
+        if done.returncode != 0 or not results.exists():
+            raise RuntimeError(f"{config} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        measured: dict[str, dict[str, float]] = json.loads(results.read_text())
+        if callgrind_library is not None:
+            # Markers: before and after each scenario's measured calls, so dump 2i+2 holds them.
+            for index, name in enumerate(scenarios):
+                dump = Path(f"{work}/callgrind.out.{2 * index + 2}").read_text()
+                total = int(re.search(r"^summary: (\d+)", dump, re.MULTILINE).group(1))  # type: ignore[union-attr]
+                measured[name]["instructions"] = total / calls[name]
+        return measured
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables
+
+
+def added(measured: dict[str, Measured], config: str, scenario: str, kind: str) -> float | None:
+    """What ``config`` adds per call of ``scenario`` over no instrumentation."""
+    figures = getattr(measured[config], kind)
+    base = getattr(measured["none"], kind)
+    if scenario not in figures or scenario not in base:
+        return None
+    return figures[scenario] - base[scenario]
+
+
+def per_chunk(
+    measured: dict[str, Measured], config: str, short: str, long: str, kind: str
+) -> tuple[float, float] | None:
+    """Added per streamed chunk (the long stream's extra cost over the short one's, per extra
+    chunk) and per streamed call (the short stream's added cost less its chunks' share)."""
+    added_short = added(measured, config, short, kind)
+    added_long = added(measured, config, long, kind)
+    if added_short is None or added_long is None:
+        return None
+    chunk = (added_long - added_short) / (LONG_TOKENS - SHORT_TOKENS)
+    return chunk, added_short - chunk * (SHORT_TOKENS + 2)
+
+
+def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    rows = [list(header), *[list(row) for row in rows]]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    print(f"\n{title}\n")
+    for number, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
+        ]
+        print("| " + " | ".join(cells) + " |")
+        if number == 0:
+            print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+
+
+def kilo(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1e3:+,.0f} k"
+
+
+def micro(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1e6:+,.0f} µs"
+
+
+def spans(measured: dict[str, Measured], config: str, scenario: str) -> str:
+    count = measured[config].spans.get(scenario)
+    return "n/a" if count is None else f"{count:g}"
+
+
+def per_call_table(
+    title: str, measured: dict[str, Measured], scenario: str, configs: Sequence[str]
+) -> None:
+    """One row per configuration: instructions and wall clock added per call, spans per call."""
+    base = measured["none"]
+    print_table(
+        f"{title} (no instrumentation: {base.instructions.get(scenario, 0) / 1e3:,.0f} k "
+        f"instructions, {base.seconds[scenario] * 1e6:,.0f} µs per call)",
+        [
+            "configuration",
+            "added instructions per call",
+            "added wall clock (median)",
+            "spans per call",
+        ],
+        (
+            [
+                LABELS[config],
+                kilo(added(measured, config, scenario, "instructions")),
+                micro(added(measured, config, scenario, "seconds")),
+                spans(measured, config, scenario),
+            ]
+            for config in configs
+            if config != "none" and scenario in measured[config].spans
+        ),
+    )
+
+
+def stream_table(
+    title: str, measured: dict[str, Measured], short: str, long: str, configs: Sequence[str]
+) -> None:
+    rows = []
+    for config in configs:
+        if config == "none" or short not in measured[config].spans:
+            continue
+        counted = per_chunk(measured, config, short, long, "instructions")
+        timed = per_chunk(measured, config, short, long, "seconds")
+        rows.append(
+            [
+                LABELS[config],
+                kilo(counted[1] if counted else None),
+                kilo(counted[0] if counted else None),
+                micro(timed[1] if timed else None),
+                micro(timed[0] if timed else None),
+                spans(measured, config, short),
+            ]
+        )
+    print_table(
+        title,
+        [
+            "configuration",
+            "added instructions per call",
+            "per chunk",
+            "added wall clock per call",
+            "per chunk",
+            "spans per call",
+        ],
+        rows,
+    )
+
+
+def median_seconds(timings: list[float]) -> float:
+    return statistics.median(timings)
+
+
+# ----------------------------------------------------------------------------------------------
+# Child side: runs in the peers' virtualenv
+
+
+class _CountingExporter:
+    """Drops spans, counting them (what the configuration recorded)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def _setup(config: str, exporter: _CountingExporter) -> dict[str, Any]:
+    """Install ``config``'s instrumentation the way its documentation says; returns what the
+    scenarios need to differ by (a client class to use, a decorator)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    # Traceloop and Langfuse add their own span processor to the provider they find (Langfuse's
+    # is a batch processor: its export runs on its thread, flushed inside the measured calls);
+    # they get the counting exporter instead of a second processor of ours.
+    if config not in ("openllmetry", "langfuse"):
+        provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[arg-type]
+    tracer = trace.get_tracer("hand-written")
+
+    def hand_span(function: Callable[..., Any]) -> Callable[..., Any]:
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            with tracer.start_as_current_span("call", attributes={"gen_ai.request.model": "m"}):
+                return function(*args, **kwargs)
+
+        return traced
+
+    extras: dict[str, Any] = {"wrap": None, "decorator": None}
+    if config in ("none", "anthropic-own"):
+        pass
+    elif config == "hand":
+        extras["wrap"] = extras["decorator"] = hand_span
+    elif config == "otel":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument()
+    elif config == "llmtrace":
+        import llmtrace
+
+        # The application's provider is reused; every installed library llmtrace knows is
+        # instrumented, as ``llmtrace.init()`` does by default.
+        llmtrace.init()
+        extras["decorator"] = llmtrace.workflow
+    elif config == "openlit":
+        import openlit
+
+        # It reuses the provider it finds and adds no processor; metrics and events off, or it
+        # would install an SDK MeterProvider and LoggerProvider of its own.
+        openlit.init(disable_metrics=True, disable_events=True, disable_batch=True)
+    elif config == "openinference":
+        from openinference.instrumentation.anthropic import AnthropicInstrumentor
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OIOpenAI
+
+        for instrumentor in (OIOpenAI(), AnthropicInstrumentor(), LangChainInstrumentor()):
+            instrumentor.instrument(tracer_provider=provider)
+    elif config == "langfuse":
+        from langfuse import Langfuse, observe
+
+        # Its batch processor exports to the counting exporter instead of a Langfuse server
+        # (the address given is never reached).
+        Langfuse(
+            public_key="pk-lf-bench",
+            secret_key="sk-lf-bench",
+            base_url="http://127.0.0.1:9",
+            tracer_provider=provider,
+            span_exporter=exporter,
+        )
+        import langfuse.openai  # noqa: F401  (the drop-in wrapper patches the openai client)
+
+        extras["decorator"] = observe
+    elif config == "openllmetry":
+        from traceloop.sdk import Traceloop
+        from traceloop.sdk.decorators import workflow
+
+        # Reuses the global provider and adds a simple processor with this exporter; every
+        # installed library it knows is instrumented, as by default.
+        Traceloop.init(
+            app_name="bench", exporter=exporter, disable_batch=True, telemetry_enabled=False
+        )
+        # A decorator factory: bare ``@workflow`` would take the function for its name.
+        extras["decorator"] = workflow(name="answer")
+    return extras
+
+
+def _scenario(name: str, request: dict[str, Any], extras: dict[str, Any]) -> Callable[[], Any]:
+    """One call of scenario ``name``."""
+    url = request["long_url"] if name.endswith("-long") else request["short_url"]
+    wrap = extras["wrap"] or (lambda function: function)
+    if name.startswith("openai"):
+        import openai
+
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        create = client.chat.completions.create
+        if name == "openai":
+            return wrap(lambda: create(model="m", messages=MESSAGES))
+        return wrap(lambda: sum(1 for _ in create(model="m", messages=MESSAGES, stream=True)))
+    if name.startswith("anthropic"):
+        import anthropic
+
+        messages = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0).messages
+        return wrap(
+            lambda: sum(
+                1 for _ in messages.create(model="m", max_tokens=64, messages=MESSAGES, stream=True)
+            )
+        )
+    if name == "decorator":
+        decorator = extras["decorator"] or (lambda function: function)
+
+        @decorator
+        def answer(question: str) -> str:
+            return question
+
+        return lambda: answer("q")
+    if name == "langchain":
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_openai import ChatOpenAI
+
+        chain = (
+            ChatPromptTemplate.from_messages([("user", "Answer briefly: {question}")])
+            | ChatOpenAI(model="m", base_url=f"{url}/v1", api_key="k", max_retries=0)  # type: ignore[arg-type]
+            | StrOutputParser()
+        )
+        return wrap(lambda: chain.invoke({"question": "Say hello"}))
+    raise ValueError(f"unknown scenario {name}")
+
+
+def child(request: dict[str, Any]) -> None:
+    import ctypes
+
+    from opentelemetry import trace
+
+    exporter = _CountingExporter()
+    extras = _setup(request["config"], exporter)
+    calls_for = {name: _scenario(name, request, extras) for name in request["scenarios"]}
+    library = request["callgrind_library"]
+    if library:
+        ctypes.CDLL(library).start()
+    results = {}
+    for name, call in calls_for.items():
+        calls = request["calls"][name]
+        for _ in range(2):  # lazy imports and first-call caches
+            call()
+        trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+        spans_before = exporter.count
+        timings = []
+        os.getloadavg()  # a callgrind dump: what came before is not counted
+        for _ in range(calls):
+            started = time.perf_counter()
+            call()
+            timings.append(time.perf_counter() - started)
+        trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+        os.getloadavg()  # a callgrind dump: this scenario's calls, and nothing else
+        results[name] = {
+            "seconds": median_seconds(timings),
+            "spans": (exporter.count - spans_before) / calls,
+        }
+    Path(request["results"]).write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    child(json.loads(sys.argv[1]))
