@@ -37,6 +37,7 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     "langchain": ("langchain", "LangChainInstrumentor", "langchain_core"),
     "threading": ("threads", "ThreadingInstrumentor", "threading"),
     "litellm": ("litellm", "LiteLLMInstrumentor", "litellm"),
+    "llama_index": ("llama_index", "LlamaIndexInstrumentor", "llama_index.core"),
     "sentence_transformers": (
         "sentence_transformers",
         "SentenceTransformersInstrumentor",
