@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from llmtrace import semconv as sc
 from llmtrace.analysis.compare import NOT_ENOUGH_DATA, compare
 from llmtrace.analysis.report import build_report
+from llmtrace.analysis.stats import percentile
+from tests.analysis.simulated_runs import simulated_run
 from tests.analysis.test_report import rag_trace, traceset
 
 
@@ -104,3 +110,19 @@ def test_traces_without_a_run_are_named_by_their_source() -> None:
     report = build_report(traceset([rag_trace() for _ in range(4)]))
     result = compare(report, report)
     assert result.sides is not None and result.sides[0].name == "test"
+
+
+def test_large_runs_are_tested_on_a_fixed_sample_and_still_judge_the_tail() -> None:
+    rng = random.Random(3)
+    before = simulated_run([rng.lognormvariate(0, 0.25) for _ in range(1500)])
+    after = simulated_run([1.2 * rng.lognormvariate(0, 0.25) for _ in range(1500)])
+    end_to_end = compare(before, after).series[0]
+    assert end_to_end.verdict == "slower"
+    assert {delta.statistic: delta.verdict for delta in end_to_end.deltas} == dict.fromkeys(
+        ("mean", "p50", "p90", "p95"), "slower"
+    )
+    # the change shown is the report's, on all 1,500 requests
+    assert end_to_end.delta("p95").change == pytest.approx(
+        percentile(after.samples["end_to_end"], 0.95)
+        - percentile(before.samples["end_to_end"], 0.95)
+    )

@@ -14,42 +14,18 @@ import random
 from collections import Counter
 
 from llmtrace.analysis.compare import ALPHA, FASTER, SLOWER, compare
-from llmtrace.analysis.report_model import Report, StageSummary
-from llmtrace.analysis.stats import distribution
+from llmtrace.analysis.report_model import Report
+from tests.analysis.simulated_runs import simulated_run
 
 SIGMA = 0.25
 
 
-def _run(end_to_end: list[float], queue: list[float] | None) -> Report:
-    stages = {}
-    if queue is not None:
-        summary = distribution(queue)
-        assert summary is not None
-        stages["queue"] = StageSummary(
-            summary, summary.mean / (sum(end_to_end) / len(end_to_end)), 0
-        )
-    return Report(
-        source="simulated",
-        service=None,
-        traces=len(end_to_end),
-        end_to_end=distribution(end_to_end),
-        stages=stages,
-        ttft=None,
-        bottleneck=None,
-        tail=None,
-        slowest=[],
-        samples={"end_to_end": end_to_end, "stages": {} if queue is None else {"queue": queue}},
-    )
-
-
 def _draw(rng: random.Random, n: int, scale: float, with_queue: bool) -> Report:
     end_to_end = [scale * rng.lognormvariate(0.0, SIGMA) for _ in range(n)]
-    queue = None
-    if with_queue:
-        queue = [
-            0.0 if rng.random() < 0.6 else 0.2 * rng.lognormvariate(0.0, 0.5) for _ in range(n)
-        ]
-    return _run(end_to_end, queue)
+    if not with_queue:
+        return simulated_run(end_to_end)
+    queue = [0.0 if rng.random() < 0.6 else 0.2 * rng.lognormvariate(0.0, 0.5) for _ in range(n)]
+    return simulated_run(end_to_end, {"queue": queue})
 
 
 def _verdict_rates(
