@@ -30,6 +30,9 @@ class Evidence:
     output_tokens_per_second_mean: float | None = None
     max_tokens_mean: float | None = None
     non_streamed_calls: int = 0
+    # model calls that may have streamed (not known to be unstreamed) with no first-token time:
+    # their whole duration counts as ttft ("first-token time not recorded")
+    first_token_unrecorded: int = 0
     length_finished_calls: int = 0
     retrieval_calls: int = 0
     retrieval_returned_mean: float | None = None
@@ -91,6 +94,13 @@ def _advise_ttft(figures: StageFigures, evidence: Evidence) -> list[str]:
     context = _context_size(evidence)
     if context:
         advice.append(context[0].upper() + context[1:] + " to cut time to first token.")
+    if evidence.first_token_unrecorded:
+        advice.append(
+            f"{evidence.first_token_unrecorded} of {evidence.model_calls} model calls recorded "
+            "no first-token time, so their whole duration counts as time to first token "
+            f"(first-token time not recorded): record it ({sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK}) "
+            "to tell prompt processing from generation."
+        )
     if evidence.non_streamed_calls:
         advice.append(
             f"{evidence.non_streamed_calls} of {evidence.model_calls} model calls were not "

@@ -57,6 +57,10 @@ class TraceColumns:
     info: Callable[[int], TraceInfo] = _no_trace
     # the i-th trace as Python objects (for the waterfall of the slowest one)
     full_trace: Callable[[int], Trace] = _no_trace
+    # of every span read: how many each recognised instrumentation wrote, and how many no
+    # stage was found for (``analysis.conventions``)
+    families: dict[str, int] = field(default_factory=dict)
+    unassigned_spans: int = 0
 
 
 class Collector(Protocol):
@@ -97,16 +101,20 @@ def root_text(trace: Trace, key: str) -> str | None:
 class TraceList:
     """Traces already made Python objects (the Python reader, Jaeger): the reference rules."""
 
-    __slots__ = ("_traces",)
+    __slots__ = ("_traces", "families", "unassigned_spans")
 
-    def __init__(self, traces: list[Trace]) -> None:
+    def __init__(
+        self, traces: list[Trace], families: dict[str, int] | None = None, unassigned: int = 0
+    ) -> None:
         self._traces = traces
+        self.families = families or {}
+        self.unassigned_spans = unassigned
 
     def traces(self) -> list[Trace]:
         return self._traces
 
     def collect(self, run: str | None, group_by: str | None = None) -> TraceColumns:
-        acc = TraceColumns()
+        acc = TraceColumns(families=dict(self.families), unassigned_spans=self.unassigned_spans)
         groups: list[str | None] = []
         unclaimed = acc.unclaimed
         kept: list[Trace] = []

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llmtrace import semconv as sc
+from llmtrace.analysis import conventions
 from llmtrace.analysis.collect import TraceColumns, TraceInfo
 from llmtrace.analysis.evidence import FactSink, ModelCall
 from llmtrace.analysis.model import Span, Trace
@@ -58,6 +59,7 @@ class NativeTraces:
         """The breakdown and facts of the chosen traces (warm-up left out, only ``run``'s),
         and the root's ``group_by`` attribute per trace when given."""
         got = self._store.collect(run, group_by)
+        families, unassigned = self._store.recognised()
         sink = FactSink(
             # flat tuples whose field order the native module names (MODEL_CALL_FIELDS)
             model_calls=list(map(ModelCall._make, got.model_calls)),
@@ -91,6 +93,8 @@ class NativeTraces:
             groups=got.groups,
             info=info,
             full_trace=lambda i: self.trace(chosen[i]),
+            families=dict(families),
+            unassigned_spans=unassigned,
         )
 
     def trace(self, index: int) -> Trace:
@@ -133,7 +137,7 @@ def read_files(
 ) -> tuple[NativeTraces, int, list[str]]:
     """Read trace files natively; return the chosen traces, open traces left out, problems."""
     assert _native is not None
-    store = _native.TraceStore()
+    store = _native.TraceStore(conventions.native_table())
     warnings: list[str] = []
     for file in files:
         warnings.extend(store.read_file(str(file), is_whole_document(file)))

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from llmtrace import semconv as sc
+from llmtrace.analysis import conventions
 from llmtrace.analysis.model import Span, Trace
 
 _KIND_NAMES = {
@@ -87,6 +88,10 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
 HASHED_ATTRIBUTES: frozenset[str] = frozenset(
     {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_RETRIEVAL_QUERY_TEXT}
 )
+# Attributes only the conventions table reads (``conventions.py``): kept while a span is read,
+# then replaced by what they mean in the analysis's own terms.
+TABLE_ATTRIBUTES: frozenset[str] = conventions.CONVENTION_KEYS - KEPT_ATTRIBUTES - HASHED_ATTRIBUTES
+_FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
 _intern = sys.intern
 _STAGE = sc.STAGE
 _MIN_INT64 = -(2**63)
@@ -219,6 +224,9 @@ class SpanCollector:
     def __init__(self) -> None:
         self.by_trace: dict[str, dict[str, Span]] = {}
         self.span_count = 0
+        # spans per recognised instrumentation family, and spans no stage was found for
+        self.families: dict[str, int] = {}
+        self.unassigned = 0
 
     def add_document(self, document: Any) -> int:
         """Add every span of one ``TracesData``-shaped document; return how many were added."""
@@ -235,7 +243,9 @@ class SpanCollector:
         for resource_span in _items(resource_spans, "resourceSpans"):
             service = _service_name(resource_span.get("resource"))
             for scope_span in _items(resource_span.get("scopeSpans"), "scopeSpans"):
-                added += self._add_spans(_items(scope_span.get("spans"), "spans"), service)
+                family = conventions.scope_family(_scope_name(scope_span))
+                spans = _items(scope_span.get("spans"), "spans")
+                added += self._add_spans(spans, service, family)
         self.span_count += added
         return added
 
@@ -244,12 +254,16 @@ class SpanCollector:
         for document in documents:
             self.add_document(document)
 
-    def _add_spans(self, raw_spans: Iterable[Any], service: str | None) -> int:
+    def _add_spans(
+        self, raw_spans: Iterable[Any], service: str | None, scope_family: str | None
+    ) -> int:
         # The hot loop of ``llmtrace report``: locals instead of globals and attribute lookups,
         # and the common attribute value types decoded inline.
         by_trace = self.by_trace
         kept = KEPT_ATTRIBUTES
         hashed = HASHED_ATTRIBUTES
+        table = TABLE_ATTRIBUTES
+        families = self.families
         intern = _intern
         decode = attribute_value
         to_int = integer
@@ -273,6 +287,7 @@ class SpanCollector:
             if kind.__class__ is not int:
                 kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
             attributes: dict[str, Any] = {}
+            foreign: dict[str, Any] = {}
             raw_attributes = raw.get("attributes")
             if raw_attributes.__class__ is not list:
                 raw_attributes = _items(raw_attributes, "attributes")
@@ -298,6 +313,8 @@ class SpanCollector:
                         attributes[intern(key)] = stage_name(value) if key == _STAGE else value
                 elif key in hashed:
                     attributes[intern(key)] = hash(str(decode(attr["value"])))
+                elif key in table:
+                    foreign[key] = decode(attr["value"])
             name = raw.get("name")
             name = "" if name is None else intern(name)
             # times are strings of ASCII digits, as OTLP/JSON writes 64-bit integers, or else
@@ -313,6 +330,14 @@ class SpanCollector:
                 spans = by_trace[trace_id] = {}
             elif span_id in spans:
                 continue  # the same span read twice (overlapping files or query pages)
+            family = scope_family or conventions.span_family(None, attributes, foreign)
+            if family is not None:
+                families[family] = families.get(family, 0) + 1
+            if _STAGE not in attributes:
+                events = raw.get("events")
+                first_token_at = first_token_event(events) if events else None
+                if conventions.normalize(attributes, foreign, first_token_at, start) is None:
+                    self.unassigned += 1
             spans[span_id] = Span(span_id, parent_id, name, kind, start, end, attributes, service)
             added += 1
         return added
@@ -331,6 +356,32 @@ class SpanCollector:
                     continue
                 traces.append(Trace(trace_id, root, orphan=root.parent_id is not None))
         return traces, excluded_open
+
+
+def _scope_name(scope_span: Any) -> str | None:
+    scope = scope_span.get("scope")
+    name = scope.get("name") if scope.__class__ is dict else None
+    return name if name.__class__ is str else None
+
+
+def first_token_event(events: Any) -> int | None:
+    """The time (unix ns) of the first first-token event among a span's events, if any.
+
+    Events are read leniently: one that is not an object, has another name or no time that is
+    a 64-bit integer (a JSON integer, or a string of digits) is passed over.
+    """
+    if events.__class__ is not list:
+        return None
+    for event in events:
+        name = event.get("name") if event.__class__ is dict else None
+        if name.__class__ is not str or name not in _FIRST_TOKEN_EVENTS:
+            continue
+        time = event.get("timeUnixNano")
+        if time.__class__ is str and 0 < len(time) <= 19 and time.isascii() and time.isdigit():
+            time = int(time)
+        if time.__class__ is int and _MIN_INT64 <= time <= _MAX_INT64:
+            return int(time)
+    return None
 
 
 def link_children(spans: Mapping[str, Span]) -> list[Span]:

@@ -65,6 +65,9 @@ def _evidence(acc: TraceColumns) -> Evidence:
     )
     evidence.max_tokens_mean = _mean([c.max_tokens for c in calls if c.max_tokens is not None])
     evidence.non_streamed_calls = sum(1 for c in calls if c.streamed is False)
+    evidence.first_token_unrecorded = sum(
+        1 for c in calls if c.time_to_first_token is None and c.streamed is not False
+    )
     evidence.length_finished_calls = sum(1 for c in calls if "length" in c.finish_reasons)
     connects = [c.connect for c in calls if c.connect is not None and c.connect > 0]
     evidence.new_connection_calls = len(connects)
@@ -295,6 +298,8 @@ def build_report(
         llmtrace_version=_version(),
         grouping=_grouping(group_by, acc) if group_by is not None else None,
         filters=dict(traceset.filters),
+        instrumentations=dict(sorted(acc.families.items(), key=lambda item: (-item[1], item[0]))),
+        unassigned_spans=acc.unassigned_spans,
     )
 
 

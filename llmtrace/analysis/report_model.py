@@ -230,6 +230,9 @@ class Report:
     grouping: Grouping | None = None
     filters: dict[str, str] = field(default_factory=dict)  # --filter KEY=VALUE, on root spans
     user_ttft: UserPerceivedTTFT | None = None  # bench --url against a streaming endpoint
+    # spans per instrumentation recognised in the source, and spans no stage was found for
+    instrumentations: dict[str, int] = field(default_factory=dict)
+    unassigned_spans: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -286,6 +289,8 @@ class Report:
             "samples": self.samples,
             "filters": dict(self.filters),
             "user_ttft": None if self.user_ttft is None else self.user_ttft.to_json(),
+            "instrumentations": dict(self.instrumentations),
+            "unassigned_spans": self.unassigned_spans,
             # --group-by: null without it; "groups" is keyed by value, largest first
             "group_by": None
             if self.grouping is None
@@ -382,6 +387,10 @@ class Report:
             user_ttft=UserPerceivedTTFT.from_json(data["user_ttft"])
             if data.get("user_ttft")
             else None,
+            instrumentations={
+                str(k): int(v) for k, v in (data.get("instrumentations") or {}).items()
+            },
+            unassigned_spans=int(data.get("unassigned_spans", 0)),
         )
 
 

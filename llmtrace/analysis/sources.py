@@ -131,7 +131,9 @@ def load_traces(
             else:
                 traces, traceset = _load_files(Path(source))
             chosen = _filter(traces, service, since_time, until_time, limit, trace_id, wanted)
-            traceset.collector = TraceList(chosen)
+            read = traceset.collector
+            assert isinstance(read, TraceList)
+            traceset.collector = TraceList(chosen, read.families, read.unassigned_spans)
     traceset.service = service
     traceset.filters = wanted
     return traceset
@@ -301,7 +303,10 @@ def _load_files(path: Path) -> tuple[list[Trace], TraceSet]:
         _read_file(file, collector, warnings)
     traces, excluded_open = collector.assemble()
     return traces, TraceSet(
-        str(path), TraceList([]), excluded_open=excluded_open, warnings=warnings
+        str(path),
+        TraceList([], collector.families, collector.unassigned),
+        excluded_open=excluded_open,
+        warnings=warnings,
     )
 
 
@@ -514,4 +519,5 @@ def _load_jaeger(
         client.close()
     traces, excluded_open = collector.assemble()
     url = base_url.rstrip("/")
-    return traces, TraceSet(url, TraceList([]), excluded_open=excluded_open, jaeger_url=url)
+    read = TraceList([], collector.families, collector.unassigned)
+    return traces, TraceSet(url, read, excluded_open=excluded_open, jaeger_url=url)

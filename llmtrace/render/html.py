@@ -26,6 +26,7 @@ from llmtrace.render.labels import (
     row_name,
     settings_text,
 )
+from llmtrace.render.recognised import recognised_line
 from llmtrace.render.user_ttft import user_ttft_lines
 
 STAGE_COLORS = {
@@ -309,6 +310,9 @@ def render_html(report: Report) -> str:
         meta += f", run <code>{_esc(report.run['name'])}</code>"
     if report.generated_at:
         meta += f"; generated {_esc(report.generated_at)}"
+    recognised = recognised_line(report)
+    if recognised:
+        meta += f'<br><span id="recognised">{_esc(recognised)}</span>'
     notes = []
     if report.excluded_open:
         notes.append(f"{report.excluded_open} traces still open were left out")

@@ -30,6 +30,7 @@ from llmtrace.render.labels import (
     row_name,
     settings_text,
 )
+from llmtrace.render.recognised import recognised_line
 from llmtrace.render.user_ttft import user_ttft_lines
 
 _VERDICT_STYLE = {FASTER: "green", SLOWER: "red", NOT_ENOUGH_DATA: "yellow"}
@@ -169,6 +170,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
         notes.append(f"{report.orphans} orphan subtrees (parent span missing)")
     if notes:
         console.print("[dim]" + "; ".join(notes) + "[/]")
+    recognised = recognised_line(report)
+    if recognised:
+        console.print(f"[dim]{recognised}[/]", highlight=False)
     for warning in report.warnings[:5]:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if len(report.warnings) > 5:

@@ -6,6 +6,7 @@
 //! build the same report both ways and compare them.
 
 mod analysis;
+mod conventions;
 mod model;
 mod nesting;
 mod parse;
@@ -98,11 +99,31 @@ const MODEL_CALL_FIELDS: [&str; 15] = [
 
 #[pymethods]
 impl TraceStore {
+    /// `conventions`: the table of `llmtrace.analysis.conventions` (`native_table()`), applied
+    /// to every span read; without it spans are read as they are.
     #[new]
-    fn new() -> Self {
-        TraceStore {
-            store: Store::default(),
+    #[pyo3(signature = (conventions=None))]
+    fn new(conventions: Option<conventions::Table>) -> PyResult<Self> {
+        let mut store = Store::default();
+        if let Some(table) = conventions {
+            let table = conventions::Conventions::new(table)
+                .map_err(pyo3::exceptions::PyValueError::new_err)?;
+            store.conventions = std::sync::Arc::new(table);
         }
+        Ok(TraceStore { store })
+    }
+
+    /// After `assemble`: spans per recognised instrumentation family (those with any), and how
+    /// many spans no stage was found for.
+    fn recognised(&self) -> (Vec<(String, usize)>, usize) {
+        let names = &self.store.conventions.family_names;
+        let families = names
+            .iter()
+            .zip(&self.store.families)
+            .filter(|(_, count)| **count > 0)
+            .map(|(name, count)| (name.to_string(), *count))
+            .collect();
+        (families, self.store.unassigned)
     }
 
     /// Read one trace file (OTLP JSON lines, or a whole JSON document when `whole_document`),

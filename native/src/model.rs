@@ -546,6 +546,10 @@ pub struct SpanRec {
     pub end: i64,
     pub attrs: Box<[(u8, Value)]>,
     pub service: Option<Arc<str>>,
+    /// the instrumentation family that wrote it (`conventions::NO_FAMILY`: none recognised)
+    pub family: u8,
+    /// no llmtrace.stage and no conventions rule matched it
+    pub unassigned: bool,
 }
 
 pub const KIND_SERVER: u8 = 2;

@@ -12,7 +12,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 use sonic_rs::LazyValue;
 
-use crate::model::{attribute_index, hashed_index, intern, FastMap, Id, SpanRec, Value};
+use crate::conventions::{self, SpanAttributes, NO_FAMILY};
+use crate::model::{attribute_index, hashed_index, intern, key, FastMap, Id, SpanRec, Value};
 use crate::nesting;
 
 #[derive(Deserialize)]
@@ -33,6 +34,9 @@ struct RawSpan<'a> {
     end: Nanos,
     #[serde(default)]
     attributes: Attributes,
+    /// read only for a first-token event (`conventions.FIRST_TOKEN_EVENTS`)
+    #[serde(borrow, default)]
+    events: Option<LazyValue<'a>>,
 }
 
 // The document is walked with seeds that push each span straight into the output: no
@@ -381,14 +385,33 @@ impl<'de> Visitor<'de> for ScopeSpansSeed<'_> {
         f.write_str("a ScopeSpans object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // The scope's family, when it names one, is every span's (otlp.py: scope_family): given
+        // to the spans read after the scope, and to those before it once it is known.
+        let start = self.out.len();
+        let mut family: Option<u8> = None;
         while let Some(field) = map.next_key::<Text<'de>>()? {
-            if &*field.0 == "spans" {
-                map.next_value_seed(SeqSeed(SpanSeed {
-                    out: &mut *self.out,
-                    service: self.service.clone(),
-                }))?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match &*field.0 {
+                "spans" => {
+                    map.next_value_seed(SeqSeed(SpanSeed {
+                        out: &mut *self.out,
+                        service: self.service.clone(),
+                        family,
+                    }))?;
+                }
+                "scope" => {
+                    let raw: LazyValue<'de> = map.next_value()?;
+                    family = scope_name(raw.as_raw_str()).and_then(|name| {
+                        conventions::with_current(|table| table?.scope_family(&name))
+                    });
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if let Some(family) = family {
+            for parsed in &mut self.out[start..] {
+                parsed.span.family = family;
             }
         }
         Ok(())
@@ -398,6 +421,8 @@ impl<'de> Visitor<'de> for ScopeSpansSeed<'_> {
 struct SpanSeed<'o> {
     out: &'o mut Vec<Parsed>,
     service: Option<Arc<str>>,
+    /// the family the span's scope names, when the scope came first
+    family: Option<u8>,
 }
 
 impl<'de> Reseed<'de> for SpanSeed<'_> {
@@ -409,6 +434,7 @@ impl<'de> Reseed<'de> for SpanSeed<'_> {
         SpanSeed {
             out: &mut *self.out,
             service: self.service.clone(),
+            family: self.family,
         }
     }
 }
@@ -430,6 +456,9 @@ impl<'de> Visitor<'de> for SpanSeed<'_> {
         let raw = RawSpan::deserialize(de::value::MapAccessDeserializer::new(map))?;
         let mut parsed = span_record(raw);
         parsed.span.service = self.service;
+        if let Some(family) = self.family {
+            parsed.span.family = family;
+        }
         self.out.push(parsed);
         Ok(())
     }
@@ -457,9 +486,47 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
-/// A span's attributes: the kept ones decoded, content ones hashed, the rest skipped unread.
+/// A scope's `name` when the scope is an object and its name a string (`_scope_name`).
+fn scope_name(raw: &str) -> Option<String> {
+    use sonic_rs::JsonValueTrait;
+    let scope: sonic_rs::Value = sonic_rs::from_str(raw).ok()?;
+    scope.get("name")?.as_str().map(str::to_owned)
+}
+
+/// `first_token_event` in otlp.py: the time of the first first-token event among a span's
+/// events, read leniently (an event that is not an object, has another name or no time that is
+/// a 64-bit integer or a string of digits is passed over).
+fn first_token_event(raw: &str, table: &conventions::Conventions) -> Option<i64> {
+    use sonic_rs::{JsonContainerTrait, JsonValueTrait};
+    let events: sonic_rs::Value = sonic_rs::from_str(raw).ok()?;
+    for event in events.as_array()?.iter() {
+        let Some(event) = event.as_object() else {
+            continue;
+        };
+        match event.get(&"name").and_then(|name| name.as_str()) {
+            Some(name) if table.is_first_token_event(name) => {}
+            _ => continue,
+        }
+        let Some(time) = event.get(&"timeUnixNano") else {
+            continue;
+        };
+        if let Some(text) = time.as_str() {
+            if (1..=19).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(at) = text.parse::<i64>() {
+                    return Some(at);
+                }
+            }
+        } else if time.is_i64() {
+            return time.as_i64();
+        }
+    }
+    None
+}
+
+/// A span's attributes: the kept ones decoded, content ones hashed, those only the conventions
+/// table reads decoded apart, the rest skipped unread.
 #[derive(Default)]
-struct Attributes(Box<[(u8, Value)]>);
+struct Attributes(Box<[(u8, Value)]>, Vec<(u16, Value)>);
 
 impl<'de> Deserialize<'de> for Attributes {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -475,46 +542,60 @@ impl<'de> Deserialize<'de> for Attributes {
                 }
                 let mut kept = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
                 kept.clear();
+                let mut table = Vec::new();
                 let result = (|| {
                     while let Some(Attribute(item)) = seq.next_element()? {
-                        kept.extend(item);
+                        match item {
+                            Some((Entry::Kept(index), value)) => kept.push((index, value)),
+                            Some((Entry::Table(slot), value)) => table.push((slot, value)),
+                            None => {}
+                        }
                     }
                     Ok(())
                 })();
-                let attributes = Attributes(kept.drain(..).collect());
+                let attributes = Attributes(kept.drain(..).collect(), table);
                 SCRATCH.with(|scratch| *scratch.borrow_mut() = kept);
                 result.map(|()| attributes)
             }
             fn visit_unit<E: de::Error>(self) -> Result<Attributes, E> {
-                Ok(Attributes(Box::default()))
+                Ok(Attributes::default())
             }
         }
         deserializer.deserialize_any(V)
     }
 }
 
-struct Attribute(Option<(u8, Value)>);
+/// Where a decoded attribute goes: among the kept ones, or among those only the table reads.
+#[derive(Clone, Copy)]
+enum Entry {
+    Kept(u8),
+    Table(u16),
+}
+
+struct Attribute(Option<(Entry, Value)>);
 
 enum Wanted {
-    Kept(u8),
+    Kept(Entry),
     Hashed(u8),
     Skipped,
 }
 
 fn wanted(name: &str) -> Wanted {
     if let Some(index) = attribute_index(name) {
-        Wanted::Kept(index)
+        Wanted::Kept(Entry::Kept(index))
     } else if let Some(index) = hashed_index(name) {
         Wanted::Hashed(index)
+    } else if let Some(slot) = conventions::with_current(|table| table?.table_key(name)) {
+        Wanted::Kept(Entry::Table(slot))
     } else {
         Wanted::Skipped
     }
 }
 
-fn finish(wanted: &Wanted, raw: &LazyValue) -> Result<Option<(u8, Value)>, LineError> {
+fn finish(wanted: &Wanted, raw: &LazyValue) -> Result<Option<(Entry, Value)>, LineError> {
     Ok(match wanted {
-        Wanted::Kept(index) => Some((*index, decode(raw)?)),
-        Wanted::Hashed(index) => Some((*index, Value::Int(content_hash(raw)?))),
+        Wanted::Kept(entry) => Some((*entry, decode(raw)?)),
+        Wanted::Hashed(index) => Some((Entry::Kept(*index), Value::Int(content_hash(raw)?))),
         Wanted::Skipped => None,
     })
 }
@@ -530,7 +611,7 @@ impl<'de> Deserialize<'de> for Attribute {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Attribute, A::Error> {
                 let mut key: Option<Wanted> = None;
                 let mut early: Option<LazyValue<'de>> = None; // a value written before its key
-                let mut value: Option<(u8, Value)> = None;
+                let mut value: Option<(Entry, Value)> = None;
                 let mut has_value = false;
                 while let Some(field) = map.next_key::<Text<'de>>()? {
                     match &*field.0 {
@@ -545,9 +626,9 @@ impl<'de> Deserialize<'de> for Attribute {
                         "value" => {
                             has_value = true;
                             match &key {
-                                Some(Wanted::Kept(index)) => {
+                                Some(Wanted::Kept(entry)) => {
                                     let any = map.next_value_seed(AnyValueSeed)?;
-                                    value = Some((*index, any.map_err(de::Error::custom)?));
+                                    value = Some((*entry, any.map_err(de::Error::custom)?));
                                 }
                                 Some(want @ Wanted::Hashed(_)) => {
                                     let raw: LazyValue<'de> = map.next_value()?;
@@ -1227,6 +1308,31 @@ fn span_record(raw: RawSpan) -> Parsed {
         Some(text) if !text.is_empty() => Some(Id::span(&text)),
         _ => None,
     };
+    let Attributes(kept, table) = raw.attributes;
+    let start = raw.start.0;
+    let events = raw.events;
+    // otlp.py: the family is looked for before the table adds a stage; a span without
+    // llmtrace.stage is normalized (conventions.py)
+    let (attrs, family, unassigned) = conventions::with_current(|conventions| {
+        let Some(conventions) = conventions else {
+            return (kept, NO_FAMILY, false);
+        };
+        let mut span = SpanAttributes {
+            kept: kept.into_vec(),
+            table,
+        };
+        let family = conventions.attribute_family(&span);
+        let mut unassigned = false;
+        if !span.kept.iter().any(|(k, _)| *k == key::STAGE) {
+            let first_token_at = events
+                .as_ref()
+                .and_then(|raw| first_token_event(raw.as_raw_str(), conventions));
+            unassigned = conventions
+                .normalize(&mut span, first_token_at, start)
+                .is_none();
+        }
+        (span.kept.into_boxed_slice(), family, unassigned)
+    });
     Parsed {
         trace_id: Id::trace(&raw.trace_id),
         span: SpanRec {
@@ -1236,8 +1342,10 @@ fn span_record(raw: RawSpan) -> Parsed {
             kind: raw.kind.0,
             start: raw.start.0,
             end: raw.end.0,
-            attrs: raw.attributes.0,
+            attrs,
             service: None,
+            family,
+            unassigned,
         },
     }
 }

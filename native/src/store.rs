@@ -3,8 +3,10 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::sync::Arc;
 use std::thread;
 
+use crate::conventions::{self, Conventions, NO_FAMILY};
 use crate::model::{FastMap, Id, SpanRec};
 use crate::parse::{parse_document, parse_stream, LineError, Parsed};
 
@@ -138,6 +140,11 @@ pub struct Store {
     index: FastMap<Id, u32>,
     pub selected: Vec<Selected>,
     pub excluded_open: usize,
+    /// the conventions table applied to every span read
+    pub conventions: Arc<Conventions>,
+    /// after `assemble`: spans per family of `conventions.family_names`, and spans unassigned
+    pub families: Vec<usize>,
+    pub unassigned: usize,
 }
 
 fn workers() -> usize {
@@ -191,7 +198,8 @@ impl Store {
             let mut data = Vec::new();
             reader.read_to_end(&mut data)?;
             let mut parsed = Vec::new();
-            if parse_stream(&data, &mut parsed).is_ok() {
+            let whole = conventions::with(&self.conventions, || parse_stream(&data, &mut parsed));
+            if whole.is_ok() {
                 self.add(parsed);
                 return Ok(());
             }
@@ -258,8 +266,9 @@ impl Store {
         }
         let parts = if data.len() < (1 << 20) { 1 } else { workers() };
         let per_part = lines.len().div_ceil(parts.max(1)).max(1);
+        let table = &self.conventions;
         let results: Vec<PartResult> = if parts == 1 {
-            vec![parse_lines(&lines)]
+            vec![conventions::with(table, || parse_lines(&lines))]
         } else {
             thread::scope(|scope| {
                 let handles: Vec<_> = lines
@@ -267,7 +276,9 @@ impl Store {
                     .map(|part| {
                         thread::Builder::new()
                             .stack_size(PARSER_STACK)
-                            .spawn_scoped(scope, move || parse_lines(part))
+                            .spawn_scoped(scope, move || {
+                                conventions::with(table, || parse_lines(part))
+                            })
                             .expect("parser thread")
                     })
                     .collect();
@@ -288,8 +299,18 @@ impl Store {
     /// Link every trace and choose the complete traces that pass the filters.
     pub fn assemble(&mut self, filters: &Filters) {
         let mut selected = Vec::new();
+        self.families = vec![0; self.conventions.family_names.len()];
+        self.unassigned = 0;
         for (g, group) in self.groups.iter_mut().enumerate() {
-            for root in group.link() {
+            let roots = group.link();
+            // every span read once (SpanCollector counts them as it adds them)
+            for span in &group.spans {
+                if span.family != NO_FAMILY {
+                    self.families[usize::from(span.family)] += 1;
+                }
+                self.unassigned += usize::from(span.unassigned);
+            }
+            for root in roots {
                 let span = group.span(root);
                 if span.end <= 0 || span.end < span.start {
                     self.excluded_open += 1;
