@@ -140,3 +140,20 @@ def test_runs_read_from_jaeger_are_named_by_their_run_too() -> None:
     end_to_end = data["series"]["end_to_end"]
     assert end_to_end["verdict"] == end_to_end["mean"]["verdict"] == "faster"
     assert end_to_end["p95"]["verdict"] == "not enough data" and end_to_end["p95"]["needs"] == 72
+
+
+def test_saved_reports_gate_like_the_traces_they_came_from(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    # the CI recipe compares saved runs (.llmtrace/runs/*.json), not trace files
+    saved = {}
+    for name in ("before", "slower"):
+        saved[name] = tmp_path / f"{name}.json"
+        run_llmtrace("report", str(runs[name]), "--format", "json", "--output", str(saved[name]))
+    done = run_llmtrace(
+        "compare", str(saved["before"]), str(saved["slower"]),
+        "--fail-if-slower", "retrieval:p50:20%", check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "regression: retrieval p50 slower by +" in done.stderr
+    assert "baseline  before (40 traces" in done.stdout
