@@ -58,7 +58,10 @@ LlamaIndex span then ends as stage ``other`` without TTFT or usage.
 Known limits: a model stream read by application code itself (``llm.stream_chat()`` iterated
 outside a query engine's streamed response) is read with no LlamaIndex span current, so a
 provider span made then is a sibling of the LlamaIndex model span (both keep their timing). A
-chat engine's streamed response is written by a thread of LlamaIndex's own, and is not nested.
+chat engine's streamed response (``StreamingAgentChatResponse``, whose generator cannot be
+replaced) is one trace, but the engine's span ends when it returns; the model span beneath it
+ends with the stream. A node postprocessor's own ``_apostprocess_nodes`` is not a dispatcher span
+in LlamaIndex 0.14 (its default, running ``_postprocess_nodes`` in a thread, is).
 """
 
 from __future__ import annotations
@@ -322,7 +325,15 @@ class LlamaIndexTracer:
     """Turns the dispatcher's notices into spans. Never raises into LlamaIndex (rule 1)."""
 
     def __init__(self) -> None:
+        from llama_index.core.base.response.schema import (
+            AsyncStreamingResponse,
+            StreamingResponse,
+        )
+
         self._kinds = _kinds()
+        # The streamed responses of query engines and synthesizers (dataclasses: the generator
+        # field can be replaced).
+        self._streamed_responses = (StreamingResponse, AsyncStreamingResponse)
         self._spans: dict[str, Any] = {}
         self._streams: weakref.WeakKeyDictionary[Any, _Waiters] = weakref.WeakKeyDictionary()
 
@@ -491,8 +502,10 @@ class LlamaIndexTracer:
 
     def _defer_to_stream(self, entry: _Entry, result: Any) -> bool:
         """If ``result`` is a streamed response not read yet, ``entry`` ends when it ends."""
-        source = getattr(result, "response_gen", None)
-        if source is None or getattr(result, "response_txt", None) is not None:
+        if not isinstance(result, self._streamed_responses):
+            return False
+        source = result.response_gen
+        if source is None or result.response_txt is not None:
             return False
         waiters = self._streams.get(source)
         if waiters is None:

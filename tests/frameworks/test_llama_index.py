@@ -260,7 +260,8 @@ def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
 def test_with_provider_instrumentations_the_model_call_counts_once(
     streaming, asynchronous, model_server, spans, traced, tmp_path
 ):
-    model_server.configure(first_token_delay=0.5, token_delay=0.002)
+    # Long, so that LiteLLM's own time on this shared machine (up to 50 ms) stays inside the 10%.
+    model_server.configure(first_token_delay=0.8, token_delay=0.002)
     assert registry.instrument(["litellm", "openai"]) == ["litellm", "openai"]
     try:
         engine = _query_engine(model_server, streaming=streaming, rerank_delay=0.0)
@@ -289,7 +290,7 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
     assert semconv.TIME_TO_FIRST_TOKEN not in framework.attributes
     assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in framework.attributes
     if streaming:
-        assert provider.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.5
+        assert provider.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.8
     # The query embedding: the provider's embeddings span is beneath LlamaIndex's.
     (llama_embedding, provider_embedding) = sorted(
         (span for span in trace if span.attributes.get(semconv.STAGE) == "embedding"),
@@ -299,7 +300,7 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
     assert provider_embedding.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
     report = _report(spans, tmp_path)
     assert sum(usage.calls for usage in report.models.values()) == 1
-    _assert_bottleneck(report, "ttft", 0.5)
+    _assert_bottleneck(report, "ttft", 0.8)
 
 
 # --- concurrency --------------------------------------------------------------------------------
@@ -407,6 +408,40 @@ def test_agent_workflow_with_two_tools_is_one_trace(model_server, spans, traced,
     _child_of(_one(trace, "orders database"), _one(trace, "execute_tool look_up_order"))
     _child_of(_one(trace, MODEL), step_span)
     _assert_bottleneck(_report(spans, tmp_path), "tool", 2 * TOOL_DELAY)
+
+
+def test_completion_sent_as_a_chat_is_one_model_span(model_server, spans, traced):
+    """LiteLLM's ``complete`` sends ``chat`` (both LlamaIndex model calls): one span, the outer."""
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    llm = _llm(model_server)
+    llm.complete("warm up")
+    list(llm.stream_complete("warm up"))  # LiteLLM's first stream loads what streams need
+    spans.clear()
+    assert llm.complete("hi").text == "Hello, world!"
+    assert "".join(chunk.delta for chunk in llm.stream_complete("hi")) == "Hello, world!"
+    whole, streamed = spans.get_finished_spans()
+    for span in (whole, streamed):
+        assert span.name == "text_completion openai/sim-model-1"
+        assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "text_completion"
+        assert span.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert whole.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert streamed.attributes[semconv.GEN_AI_REQUEST_STREAM] is True
+    _assert_ttft(streamed, _last_chat_request(model_server), FIRST_TOKEN)
+
+
+def test_streamed_chat_engine_answer_is_one_trace(model_server, spans, traced):
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    engine = SimpleChatEngine.from_defaults(llm=_llm(model_server))
+    "".join(engine.stream_chat("warm up").response_gen)
+    spans.clear()
+    assert "".join(engine.stream_chat("hi").response_gen) == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    root = _assert_tree(trace)
+    assert root.name == "SimpleChatEngine"
+    model = _one(trace, MODEL)
+    _child_of(model, root)
+    assert model.attributes[semconv.STREAM_END] == "completed"
 
 
 # --- failures, early ends, on and off --------------------------------------------------------------
