@@ -58,10 +58,19 @@ def available_names() -> list[str]:
     return list(INSTRUMENTATIONS)
 
 
+def _installed(library: str) -> bool:
+    """Whether ``library`` is importable. ``find_spec`` raises for a dotted name whose parent
+    package is missing (``llama_index.core`` without LlamaIndex): that is "not installed" too."""
+    try:
+        return importlib.util.find_spec(library) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def _load(name: str) -> Any | None:
     module_name, class_name, library = INSTRUMENTATIONS[name]
     module_name = f"{__package__}.{module_name}"
-    if importlib.util.find_spec(library) is None:
+    if not _installed(library):
         logger.debug("llmtrace: %s is not installed; %s instrumentation skipped", library, name)
         return None
     try:
@@ -145,7 +154,7 @@ def check_names(names: Iterable[str]) -> list[str]:
 
 
 def _defer(name: str, library: str) -> None:
-    if name in _deferred or importlib.util.find_spec(library) is None:
+    if name in _deferred or not _installed(library):
         return
     _deferred.add(name)
     if name not in _hooked:
