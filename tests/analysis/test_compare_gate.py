@@ -48,6 +48,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+def _reasons(stderr: str) -> list[str]:
+    """The command's own lines on stderr (one per failure; nothing else it prints starts so)."""
+    return [line for line in stderr.splitlines() if line.startswith("llmtrace compare:")]
+
+
 def _compare(runs: dict[str, Path], base: str, cand: str, *options: str) -> tuple[int, str, str]:
     done = run_llmtrace("compare", str(runs[base]), str(runs[cand]), *options, check=False)
     return done.returncode, done.stdout, done.stderr
@@ -61,7 +66,7 @@ def test_a_significant_regression_beyond_the_limit_fails_with_one_line(
     )
     assert code == 1
     assert "end-to-end" in stdout  # the table is still printed
-    lines = stderr.strip().splitlines()
+    lines = _reasons(stderr)
     assert len(lines) == 1, stderr
     assert lines[0].startswith("llmtrace compare: regression: end_to_end p50 slower by +")
     assert "beyond the limit end_to_end:p50:10%" in lines[0]
@@ -88,7 +93,7 @@ def test_not_enough_data_fails_only_when_data_is_required(runs: dict[str, Path])
     code, _, stderr = _compare(runs, "before-10", "slower-10", *limit, "--require-data")
     assert code == 1
     assert "end_to_end p95: not enough data (needs ≥ 72 requests per run)" in stderr
-    assert len(stderr.strip().splitlines()) == 1
+    assert len(_reasons(stderr)) == 1, stderr
 
 
 def test_the_median_of_ten_requests_can_fail_the_gate(runs: dict[str, Path]) -> None:
@@ -101,7 +106,7 @@ def test_the_median_of_ten_requests_can_fail_the_gate(runs: dict[str, Path]) -> 
 def test_a_malformed_limit_is_a_one_line_usage_error(runs: dict[str, Path]) -> None:
     code, _, stderr = _compare(runs, "before", "slower", "--fail-if-slower", "end_to_end:p99:10%")
     assert code == 2
-    assert "unknown statistic 'p99'" in stderr and len(stderr.strip().splitlines()) == 1
+    assert "unknown statistic 'p99'" in stderr and len(_reasons(stderr)) == 1, stderr
     code, _, stderr = _compare(runs, "before", "slower", "--require-data")
     assert code == 2 and "--require-data applies to --fail-if-slower" in stderr
 
