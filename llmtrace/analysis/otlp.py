@@ -92,6 +92,7 @@ HASHED_ATTRIBUTES: frozenset[str] = frozenset(
 # then replaced by what they mean in the analysis's own terms.
 TABLE_ATTRIBUTES: frozenset[str] = conventions.CONVENTION_KEYS - KEPT_ATTRIBUTES - HASHED_ATTRIBUTES
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
+_MODEL_CALL = conventions.MODEL_CALL
 _intern = sys.intern
 _STAGE = sc.STAGE
 _MIN_INT64 = -(2**63)
@@ -227,6 +228,8 @@ class SpanCollector:
         # spans per recognised instrumentation family, and spans no stage was found for
         self.families: dict[str, int] = {}
         self.unassigned = 0
+        # spans the table made model calls: a framework's may wrap its provider's (yield_to_wire)
+        self.inferred_calls: list[Span] = []
 
     def add_document(self, document: Any) -> int:
         """Add every span of one ``TracesData``-shaped document; return how many were added."""
@@ -333,12 +336,18 @@ class SpanCollector:
             family = scope_family or conventions.span_family(None, attributes, foreign)
             if family is not None:
                 families[family] = families.get(family, 0) + 1
+            assigned = None
             if _STAGE not in attributes:
                 events = raw.get("events")
                 first_token_at = first_token_event(events) if events else None
-                if conventions.normalize(attributes, foreign, first_token_at, start) is None:
+                assigned = conventions.normalize(attributes, foreign, first_token_at, start)
+                if assigned is None:
                     self.unassigned += 1
-            spans[span_id] = Span(span_id, parent_id, name, kind, start, end, attributes, service)
+            spans[span_id] = span = Span(
+                span_id, parent_id, name, kind, start, end, attributes, service
+            )
+            if assigned and attributes[_STAGE] == _MODEL_CALL:
+                self.inferred_calls.append(span)
             added += 1
         return added
 
@@ -348,14 +357,35 @@ class SpanCollector:
         excluded_open = 0
         by_trace = self.by_trace
         self.by_trace = {}
-        for trace_id, spans in by_trace.items():
-            roots = link_children(spans)
+        linked = [(trace_id, link_children(spans)) for trace_id, spans in by_trace.items()]
+        yield_to_wire(self.inferred_calls)
+        self.inferred_calls = []
+        for trace_id, roots in linked:
             for root in roots:
                 if root.end <= 0 or root.end < root.start:
                     excluded_open += 1
                     continue
                 traces.append(Trace(trace_id, root, orphan=root.parent_id is not None))
         return traces, excluded_open
+
+
+def yield_to_wire(calls: Iterable[Span]) -> None:
+    """Frameworks add structure, providers keep the timing (DESIGN.md, rule 8): a model call the
+    conventions table inferred that has another model call below it (a LangChain LLM span over
+    the OpenAI client's) is structure, so the call is counted once, by the span closest to the
+    wire, with its first-token time and usage. Spans that declared their stage are left alone."""
+    for call in calls:
+        seen = {id(call)}
+        stack = list(call.children)
+        while stack:
+            span = stack.pop()
+            if id(span) in seen:
+                continue  # a cycle of parent ids in a hostile file
+            seen.add(id(span))
+            if span.attributes.get(_STAGE) == _MODEL_CALL:
+                del call.attributes[_STAGE]
+                break
+            stack.extend(span.children)
 
 
 def _scope_name(scope_span: Any) -> str | None:

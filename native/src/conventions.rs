@@ -159,14 +159,14 @@ impl Conventions {
     }
 
     /// `normalize` in conventions.py: the aliases, the first-token event and the stage rule
-    /// applied to a span without `llmtrace.stage`. Some(true): a rule gave a stage;
-    /// Some(false): it named structure; None: no rule matched (the span is unassigned).
+    /// applied to a span without `llmtrace.stage`. Some(Some(stage)): a rule gave that stage;
+    /// Some(None): it named structure; None: no rule matched (the span is unassigned).
     pub fn normalize(
         &self,
         span: &mut SpanAttributes,
         first_token_at: Option<i64>,
         start: i64,
-    ) -> Option<bool> {
+    ) -> Option<Option<u8>> {
         for alias in &self.aliases {
             if span.kept.iter().any(|(k, _)| *k == alias.target) {
                 continue;
@@ -197,13 +197,13 @@ impl Conventions {
         }
         let rule = self.rule(span)?;
         let Some(stage) = rule.stage else {
-            return Some(false); // structure: inherits its parent's stage
+            return Some(None); // structure: inherits its parent's stage
         };
         span.kept.push((
             key::STAGE,
             Value::Str(crate::model::intern(crate::model::STAGES[stage as usize])),
         ));
-        Some(true)
+        Some(Some(stage))
     }
 }
 

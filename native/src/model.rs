@@ -550,6 +550,8 @@ pub struct SpanRec {
     pub family: u8,
     /// no llmtrace.stage and no conventions rule matched it
     pub unassigned: bool,
+    /// the conventions table made it a model call (it may yield to one below it)
+    pub inferred_call: bool,
 }
 
 pub const KIND_SERVER: u8 = 2;

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use sonic_rs::LazyValue;
 
 use crate::conventions::{self, SpanAttributes, NO_FAMILY};
-use crate::model::{attribute_index, hashed_index, intern, key, FastMap, Id, SpanRec, Value};
+use crate::model::{attribute_index, hashed_index, intern, key, FastMap, Id, SpanRec, Value, TTFT};
 use crate::nesting;
 
 #[derive(Deserialize)]
@@ -1313,25 +1313,29 @@ fn span_record(raw: RawSpan) -> Parsed {
     let events = raw.events;
     // otlp.py: the family is looked for before the table adds a stage; a span without
     // llmtrace.stage is normalized (conventions.py)
-    let (attrs, family, unassigned) = conventions::with_current(|conventions| {
+    let (attrs, family, unassigned, inferred_call) = conventions::with_current(|conventions| {
         let Some(conventions) = conventions else {
-            return (kept, NO_FAMILY, false);
+            return (kept, NO_FAMILY, false, false);
         };
         let mut span = SpanAttributes {
             kept: kept.into_vec(),
             table,
         };
         let family = conventions.attribute_family(&span);
-        let mut unassigned = false;
+        let mut assigned = Some(None);
         if !span.kept.iter().any(|(k, _)| *k == key::STAGE) {
             let first_token_at = events
                 .as_ref()
                 .and_then(|raw| first_token_event(raw.as_raw_str(), conventions));
-            unassigned = conventions
-                .normalize(&mut span, first_token_at, start)
-                .is_none();
+            assigned = conventions.normalize(&mut span, first_token_at, start);
         }
-        (span.kept.into_boxed_slice(), family, unassigned)
+        let inferred_call = assigned == Some(Some(TTFT));
+        (
+            span.kept.into_boxed_slice(),
+            family,
+            assigned.is_none(),
+            inferred_call,
+        )
     });
     Parsed {
         trace_id: Id::trace(&raw.trace_id),
@@ -1346,6 +1350,7 @@ fn span_record(raw: RawSpan) -> Parsed {
             service: None,
             family,
             unassigned,
+            inferred_call,
         },
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::conventions::{self, Conventions, NO_FAMILY};
-use crate::model::{FastMap, Id, SpanRec};
+use crate::model::{key, FastMap, Id, SpanRec, STAGES, TTFT};
 use crate::parse::{parse_document, parse_stream, LineError, Parsed};
 
 /// Bytes read at a time; lines of a block are parsed on every core.
@@ -102,6 +102,44 @@ impl Group {
         self.offsets = offsets;
         self.children = children;
         roots
+    }
+
+    /// `yield_to_wire` in otlp.py: a model call the conventions table inferred that has another
+    /// model call below it is structure (its `llmtrace.stage` removed): the call is counted once,
+    /// by the span closest to the wire.
+    fn yield_to_wire(&mut self) {
+        let calls: Vec<u32> = (0..self.spans.len() as u32)
+            .filter(|&i| self.span(i).inferred_call)
+            .collect();
+        if calls.is_empty() {
+            return;
+        }
+        let mut seen = vec![u32::MAX; self.spans.len()];
+        for call in calls {
+            seen[call as usize] = call; // a cycle of parent ids in a hostile file ends here
+            let mut stack: Vec<u32> = self.children(call).to_vec();
+            let mut below = false;
+            while let Some(i) = stack.pop() {
+                if seen[i as usize] == call {
+                    continue;
+                }
+                seen[i as usize] = call;
+                if self.span(i).text(key::STAGE) == Some(STAGES[TTFT as usize]) {
+                    below = true;
+                    break;
+                }
+                stack.extend_from_slice(self.children(i));
+            }
+            if below {
+                let span = &mut self.spans[call as usize];
+                span.attrs = span
+                    .attrs
+                    .iter()
+                    .filter(|(k, _)| *k != key::STAGE)
+                    .cloned()
+                    .collect();
+            }
+        }
     }
 
     fn subtree_has_service(&self, root: u32, service: &str) -> bool {
@@ -303,6 +341,7 @@ impl Store {
         self.unassigned = 0;
         for (g, group) in self.groups.iter_mut().enumerate() {
             let roots = group.link();
+            group.yield_to_wire();
             // every span read once (SpanCollector counts them as it adds them)
             for span in &group.spans {
                 if span.family != NO_FAMILY {

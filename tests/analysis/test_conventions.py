@@ -18,7 +18,14 @@ from llmtrace.analysis.sources import load_traces
 from llmtrace.render.html import render_html
 from llmtrace.render.terminal import print_report
 from tests.analysis.otlp_lines import MS, T0, attribute, otlp_span, request_line
-from tests.analysis.peer_shapes import FIRST_TOKEN_MS, ROOT_MS, request_lines, shapes
+from tests.analysis.peer_shapes import (
+    FIRST_TOKEN_MS,
+    ROOT_MS,
+    Shape,
+    request_document,
+    request_lines,
+    shapes,
+)
 
 PEERS = sorted(shapes())
 REQUESTS = 12
@@ -253,3 +260,47 @@ def test_root_ends_where_the_request_ends() -> None:
         root = shape.spans[0]
         assert (root[2], root[3]) == (0, ROOT_MS)
         assert all(0 <= start <= end <= ROOT_MS for _, _, start, end, _, _ in shape.spans)
+
+
+def test_a_frameworks_model_call_yields_to_the_providers_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenInference's LangChain instrumentation writes an LLM span for ChatOpenAI, and its OpenAI
+    # instrumentation another below it, with the first-token event: one call, timed at the wire
+    shape = shapes()["openinference"]
+    root, retrieval, chat, tool = shape.spans
+    wrapper = (
+        "openinference.instrumentation.langchain",
+        "ChatOpenAI",
+        chat[2] - 5,
+        chat[3] + 5,
+        {"openinference.span.kind": "LLM", "llm.model_name": "m-small"},
+        [],
+    )
+    nested = Shape(shape.family, True, [root, retrieval, wrapper, tool])
+    lines = []
+    for index in range(3):
+        document = request_document(nested, index)
+        # the provider's span is the wrapper's child
+        spans = request_document(Shape(shape.family, True, [root, chat]), index)
+        (provider,) = [
+            span
+            for scope in spans["resourceSpans"][0]["scopeSpans"]
+            for span in scope["spans"]
+            if span["name"] == "ChatCompletion"
+        ]
+        provider["spanId"] = f"{index + 1:08x}{99:08x}"
+        provider["parentSpanId"] = f"{index + 1:08x}{2:08x}"
+        document["resourceSpans"][0]["scopeSpans"].append(
+            {"scope": {"name": "openinference.instrumentation.openai"}, "spans": [provider]}
+        )
+        lines.append(json.dumps(document))
+    path = _write(tmp_path, lines)
+    reports = [_report(path, reader, monkeypatch) for reader in ("python", "native")]
+    assert reports[0] == reports[1]
+    report = reports[0]
+    assert report["evidence"]["model_calls"] == 3
+    assert report["ttft"]["p50"] == pytest.approx(FIRST_TOKEN_MS / 1000, abs=1e-6)
+    assert report["stages"]["ttft"]["p50"] == pytest.approx(0.300, abs=1e-6)
+    assert report["stages"]["generation"]["p50"] == pytest.approx(0.200, abs=1e-6)
+    assert report["models"]["m-small"]["input_tokens"]["p50"] == 120
