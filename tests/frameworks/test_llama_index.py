@@ -29,12 +29,16 @@ installed, and ``QueryPipeline`` is no longer in ``llama-index-core`` 0.14), and
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import json
 import os
+import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +71,7 @@ from tests.frameworks.test_langchain import (
     _report,
 )
 from tests.servers.fixtures import RECORDED, cassettes, sse_events
+from tests.subprocesses import clean_environment, run
 
 FIRST_TOKEN = 0.08
 RERANK_DELAY = 0.3
@@ -121,7 +126,10 @@ def _llm(model_server: Any, **kwargs: Any) -> LiteLLM:
 
 def _index(model_server: Any) -> VectorStoreIndex:
     embed_model = OpenAIEmbedding(
-        model_name="text-embedding-3-small", api_base=model_server.base_url, api_key="k"
+        model_name="text-embedding-3-small",
+        api_base=model_server.base_url,
+        api_key="k",
+        max_retries=0,  # a failed request fails at once (LlamaIndex's and openai's retries wait)
     )
     return VectorStoreIndex.from_documents(
         [Document(text=t) for t in TEXTS], embed_model=embed_model
@@ -520,8 +528,6 @@ def test_streamed_query_read_in_part_and_dropped_ends_every_span_once(model_serv
 
 
 def test_streamed_query_never_read_ends_its_spans_when_dropped(model_server, spans, traced):
-    import gc
-
     engine = _query_engine(model_server, streaming=True, rerank_delay=0.0)
     spans.clear()
     response = engine.query("hi")
@@ -547,6 +553,48 @@ def test_init_instruments_llama_index_already_imported(model_server, spans):
         assert MODEL in [span.name for span in spans.get_finished_spans()]
     finally:
         registry.uninstrument()
+
+
+def test_opentelemetry_instrument_traces_an_unmodified_llama_index_app(tmp_path, model_server):
+    """The ``opentelemetry-instrument`` entry point instruments LlamaIndex when the application
+    imports it (after start-up), alongside the provider instrumentations."""
+    app = textwrap.dedent(
+        """
+        import os, sys
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        from llama_index.core.llms import ChatMessage
+        from llama_index.llms.litellm import LiteLLM
+
+        llm = LiteLLM(model="openai/sim-model-1", api_base=sys.argv[1], api_key="k", max_retries=1)
+        print(llm.chat([ChatMessage(role="user", content="hi")]).message.content)
+        """
+    )
+    (tmp_path / "app.py").write_text(app)
+    traces = tmp_path / "traces.jsonl"
+    env = clean_environment(
+        OTEL_SERVICE_NAME="llama-app",
+        OTEL_TRACES_EXPORTER="llmtrace_file",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        LLMTRACE_FILE_PATH=str(traces),
+    )
+    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
+    result = run([str(launcher), sys.executable, "app.py", model_server.base_url], tmp_path, env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello, world!"
+    spans = {}
+    for line in traces.read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            for scope_spans in resource_spans["scopeSpans"]:
+                for span in scope_spans["spans"]:
+                    attributes = {a["key"]: a["value"] for a in span["attributes"]}
+                    spans[span["spanId"]] = (span, attributes)
+    (framework,) = [v for v in spans.values() if v[0]["name"] == MODEL]
+    (provider,) = [
+        v for k, v in spans.items() if v[1].get(semconv.STAGE) == {"stringValue": "ttft"}
+    ]
+    assert provider[0]["parentSpanId"] == framework[0]["spanId"]
+    assert framework[1][semconv.STAGE] == {"stringValue": "other"}
 
 
 def test_uninstrument_removes_the_handlers(model_server, spans):
