@@ -60,6 +60,7 @@ from llama_index.embeddings.openai import OpenAIEmbedding
 from llama_index.llms.litellm import LiteLLM
 
 from llmtrace import semconv
+from llmtrace.analysis.sources import load_traces
 from llmtrace.instrumentation import registry
 from tests.frameworks.test_langchain import (
     TEXTS,
@@ -582,19 +583,12 @@ def test_opentelemetry_instrument_traces_an_unmodified_llama_index_app(tmp_path,
     result = run([str(launcher), sys.executable, "app.py", model_server.base_url], tmp_path, env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Hello, world!"
-    spans = {}
-    for line in traces.read_text().splitlines():
-        for resource_spans in json.loads(line)["resourceSpans"]:
-            for scope_spans in resource_spans["scopeSpans"]:
-                for span in scope_spans["spans"]:
-                    attributes = {a["key"]: a["value"] for a in span["attributes"]}
-                    spans[span["spanId"]] = (span, attributes)
-    (framework,) = [v for v in spans.values() if v[0]["name"] == MODEL]
-    (provider,) = [
-        v for k, v in spans.items() if v[1].get(semconv.STAGE) == {"stringValue": "ttft"}
-    ]
-    assert provider[0]["parentSpanId"] == framework[0]["spanId"]
-    assert framework[1][semconv.STAGE] == {"stringValue": "other"}
+    (trace,) = load_traces(str(traces)).traces
+    assert trace.root.name == MODEL
+    assert trace.root.attributes[semconv.STAGE] == "other"
+    (provider,) = trace.root.children
+    assert provider.attributes[semconv.STAGE] == "ttft"
+    assert provider.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
 
 
 def test_uninstrument_removes_the_handlers(model_server, spans):
