@@ -31,6 +31,7 @@ records, whether it captures message content): that is what its users get.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -73,11 +74,40 @@ LABELS = {
 # Parent side
 
 
-def revision() -> str:
+def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options both comparisons take."""
+    parser = argparse.ArgumentParser(description=description)
+    # Instruction counts repeat to within a few thousand per call: a handful of calls is enough.
+    parser.add_argument("--calls", type=int, default=8, help="measured calls per scenario")
+    parser.add_argument("--no-instructions", action="store_true", help="wall clock only")
+    parser.add_argument(
+        "--at",
+        default=os.environ.get("LLMTRACE_BENCH_AT"),
+        help="measure llmtrace as of this commit (default: $LLMTRACE_BENCH_AT, else the working tree)",
+    )
+    parser.add_argument(
+        "--configs", default="", help="comma-separated configurations to run (default: all)"
+    )
+    args = parser.parse_args(argv)
+    print(f"llmtrace at {revision(args.at)}")
+    return args
+
+
+def chosen(args: argparse.Namespace, configs: Iterable[str]) -> list[str]:
+    """``configs`` less those ``--configs`` leaves out (the baseline "none" always runs)."""
+    wanted = args.configs.split(",") if args.configs else None
+    return [config for config in configs if config == "none" or not wanted or config in wanted]
+
+
+def revision(at: str | None = None) -> str:
     """The llmtrace commit measured, and whether the working tree's llmtrace/ differs from it."""
     commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(ROOT), "rev-parse", "--short", at or "HEAD"],
+        capture_output=True,
+        text=True,
     ).stdout.strip()
+    if at is not None:
+        return commit
     changed = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--", "llmtrace"],
         capture_output=True,
@@ -137,11 +167,13 @@ def start_servers() -> tuple[Servers, Callable[[], None]]:
 
 @dataclass
 class Measured:
-    """One configuration's figures per scenario: instructions and seconds per call, spans per call."""
+    """One configuration's figures per scenario: instructions and seconds per call, spans and
+    span attributes per call."""
 
     instructions: dict[str, float]
     seconds: dict[str, float]
     spans: dict[str, float]
+    attributes: dict[str, float]
 
 
 def measure(
@@ -151,10 +183,21 @@ def measure(
     *,
     instructions: bool = True,
     workers: int = 2,
+    at: str | None = None,
 ) -> dict[str, Measured]:
     """Run every configuration in ``configs`` over its ``scenarios[config]``, ``calls[scenario]``
-    calls each; the children run ``workers`` at a time (instruction counts do not mind)."""
+    calls each; the children run ``workers`` at a time (instruction counts do not mind).
+    llmtrace is the working tree's, or commit ``at``'s."""
     python = peers_python()
+    if at is not None:
+        snapshot = tempfile.TemporaryDirectory(prefix="llmtrace-at-")
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", at, "llmtrace"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", snapshot.name], input=archive, check=True)
+        source = Path(snapshot.name)
+    else:
+        source = ROOT
     library = _callgrind_start_library() if instructions else None
     if instructions and shutil.which("valgrind") is None:
         print("valgrind not installed (apt-get install valgrind): wall clock only")
@@ -166,9 +209,9 @@ def measure(
             wanted = list(scenarios[config])
             # Plain runs are cheap: more calls there steady the medians.
             more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
-            plain = _run_child(python, config, wanted, more, servers, None)
+            plain = _run_child(python, source, config, wanted, more, servers, None)
             counted = (
-                _run_child(python, config, wanted, calls, servers, library or "")
+                _run_child(python, source, config, wanted, calls, servers, library or "")
                 if instructions
                 else {}
             )
@@ -176,6 +219,7 @@ def measure(
                 instructions={name: counted[name]["instructions"] for name in counted},
                 seconds={name: plain[name]["seconds"] for name in plain},
                 spans={name: plain[name]["spans"] for name in plain},
+                attributes={name: plain[name]["attributes"] for name in plain},
             )
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -186,6 +230,7 @@ def measure(
 
 def _run_child(
     python: str,
+    source: Path,
     config: str,
     scenarios: list[str],
     calls: dict[str, int],
@@ -218,7 +263,8 @@ def _run_child(
         env = {
             **os.environ,
             "PYTHONHASHSEED": "0",
-            "PYTHONPATH": str(ROOT),
+            # Ahead of the editable install in the peers' environment: the llmtrace measured.
+            "PYTHONPATH": str(source),
             # Peers that phone home or look for their cloud keys: off, so nothing leaves the machine.
             "TRACELOOP_TELEMETRY": "false",
             "OTEL_SDK_DISABLED": "false",
@@ -288,38 +334,44 @@ def kilo(value: float | None) -> str:
     return "n/a" if value is None else f"{value / 1e3:+,.0f} k"
 
 
-def micro(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 1e6:+,.0f} µs"
-
-
 def spans(measured: dict[str, Measured], config: str, scenario: str) -> str:
+    """Spans per call, and their attributes (all spans' together) per call."""
     count = measured[config].spans.get(scenario)
-    return "n/a" if count is None else f"{count:g}"
+    if count is None:
+        return "n/a"
+    return f"{count:g} ({measured[config].attributes[scenario]:g})"
+
+
+def wall_clock(measured: dict[str, Measured], config: str, scenario: str) -> str:
+    """The median wall clock of one call, whole: on a shared machine the differences between
+    configurations drown in noise, so they are not printed (the instruction counts are)."""
+    seconds = measured[config].seconds.get(scenario)
+    return "n/a" if seconds is None else f"{seconds * 1e6:,.0f} µs"
 
 
 def per_call_table(
     title: str, measured: dict[str, Measured], scenario: str, configs: Sequence[str]
 ) -> None:
-    """One row per configuration: instructions and wall clock added per call, spans per call."""
-    base = measured["none"]
+    """One row per configuration: instructions added per call, wall clock and spans per call."""
+    base = measured["none"].instructions.get(scenario)
     print_table(
-        f"{title} (no instrumentation: {base.instructions.get(scenario, 0) / 1e3:,.0f} k "
-        f"instructions, {base.seconds[scenario] * 1e6:,.0f} µs per call)",
+        title
+        + ("" if base is None else f" (no instrumentation: {base / 1e3:,.0f} k instructions)"),
         [
             "configuration",
             "added instructions per call",
-            "added wall clock (median)",
-            "spans per call",
+            "wall clock per call",
+            "spans (attributes) per call",
         ],
         (
             [
                 LABELS[config],
                 kilo(added(measured, config, scenario, "instructions")),
-                micro(added(measured, config, scenario, "seconds")),
+                wall_clock(measured, config, scenario),
                 spans(measured, config, scenario),
             ]
             for config in configs
-            if config != "none" and scenario in measured[config].spans
+            if scenario in measured[config].spans
         ),
     )
 
@@ -327,38 +379,32 @@ def per_call_table(
 def stream_table(
     title: str, measured: dict[str, Measured], short: str, long: str, configs: Sequence[str]
 ) -> None:
+    """Per streamed call and per chunk (instructions), wall clock and spans per call."""
     rows = []
     for config in configs:
-        if config == "none" or short not in measured[config].spans:
+        if short not in measured[config].spans:
             continue
         counted = per_chunk(measured, config, short, long, "instructions")
-        timed = per_chunk(measured, config, short, long, "seconds")
         rows.append(
             [
                 LABELS[config],
                 kilo(counted[1] if counted else None),
                 kilo(counted[0] if counted else None),
-                micro(timed[1] if timed else None),
-                micro(timed[0] if timed else None),
+                wall_clock(measured, config, short),
                 spans(measured, config, short),
             ]
         )
     print_table(
-        title,
+        f"{title} ({SHORT_TOKENS} and {LONG_TOKENS} content chunks; wall clock: the short stream)",
         [
             "configuration",
             "added instructions per call",
             "per chunk",
-            "added wall clock per call",
-            "per chunk",
-            "spans per call",
+            "wall clock per call",
+            "spans (attributes) per call",
         ],
         rows,
     )
-
-
-def median_seconds(timings: list[float]) -> float:
-    return statistics.median(timings)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,15 +412,17 @@ def median_seconds(timings: list[float]) -> float:
 
 
 class _CountingExporter:
-    """Drops spans, counting them (what the configuration recorded)."""
+    """Drops spans, counting them and their attributes (what the configuration recorded)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.attributes = 0
 
     def export(self, spans: Sequence[Any]) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         self.count += len(spans)
+        self.attributes += sum(len(span.attributes or ()) for span in spans)
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
@@ -525,7 +573,7 @@ def child(request: dict[str, Any]) -> None:
         for _ in range(2):  # lazy imports and first-call caches
             call()
         trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
-        spans_before = exporter.count
+        spans_before, attributes_before = exporter.count, exporter.attributes
         timings = []
         os.getloadavg()  # a callgrind dump: what came before is not counted
         for _ in range(calls):
@@ -535,8 +583,9 @@ def child(request: dict[str, Any]) -> None:
         trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
         os.getloadavg()  # a callgrind dump: this scenario's calls, and nothing else
         results[name] = {
-            "seconds": median_seconds(timings),
+            "seconds": statistics.median(timings),
             "spans": (exporter.count - spans_before) / calls,
+            "attributes": (exporter.attributes - attributes_before) / calls,
         }
     Path(request["results"]).write_text(json.dumps(results))
 

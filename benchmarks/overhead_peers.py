@@ -16,19 +16,18 @@ OpenTelemetry's openai-v2 instrumentation; llmtrace; OpenLIT; OpenInference; Lan
 OpenLLMetry. Each runs in its own process of the peers' virtualenv (``scripts/peers.sh``, created
 on first use); ``benchmarks/_peers.py`` says how the pipeline is kept the same for all.
 
-    python benchmarks/overhead_peers.py [--calls 8] [--no-instructions]
+    python benchmarks/overhead_peers.py [--calls 8] [--no-instructions] [--at COMMIT]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peers import LABELS, measure, per_call_table, revision, stream_table
+from _peers import LABELS, arguments, chosen, measure, per_call_table, stream_table
 
 CLIENTS = ["openai", "openai-stream", "openai-stream-long", "anthropic", "anthropic-long"]
 # Who instruments what: OpenTelemetry's openai-v2 does not know Anthropic, and Langfuse has no
@@ -48,14 +47,7 @@ SCENARIOS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # Instruction counts repeat to within a few thousand per call: a handful of calls is enough.
-    parser.add_argument("--calls", type=int, default=8, help="measured calls per scenario")
-    parser.add_argument("--no-instructions", action="store_true", help="wall clock only")
-    parser.add_argument(
-        "--configs", help="comma-separated configurations to run (default: all)", default=""
-    )
-    args = parser.parse_args(argv)
+    args = arguments(__doc__.splitlines()[0], argv)
     calls = {
         "openai": args.calls,
         "openai-stream": args.calls,
@@ -65,9 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         "decorator": args.calls * 25,
     }
     started = time.monotonic()
-    print(f"llmtrace at {revision()}")
-    configs = [c for c in LABELS if c == "none" or not args.configs or c in args.configs.split(",")]
-    measured = measure(configs, SCENARIOS, calls, instructions=not args.no_instructions)
+    configs = chosen(args, LABELS)
+    measured = measure(configs, SCENARIOS, calls, instructions=not args.no_instructions, at=args.at)
     per_call_table("OpenAI chat, non-streaming", measured, "openai", configs)
     stream_table("OpenAI chat, streaming", measured, "openai-stream", "openai-stream-long", configs)
     stream_table("Anthropic messages, streaming", measured, "anthropic", "anthropic-long", configs)

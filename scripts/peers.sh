@@ -102,7 +102,11 @@ log "installing OpenLIT 1.45.0 without its dependencies (pip then lists the ones
   schedule tiktoken xmltodict boto3 botocore
 
 log "installing llmtrace from $ROOT without its dependencies"
-"${PIP[@]}" install -q --no-deps -e "$ROOT"
+# setuptools' editable build warns at length about the project layout: shown only if it fails.
+if ! out=$("${PIP[@]}" install -q --no-deps -e "$ROOT" 2>&1); then
+  echo "$out"
+  exit 1
+fi
 
 log "checking that every configuration imports"
 "$VENV/bin/python" - <<'EOF'
