@@ -74,6 +74,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -90,6 +91,7 @@ from llmtrace.instrumentation._base import (
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import field_of, fields_of
 from llmtrace.instrumentation.openai import streamed_response_attributes
+from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import STATUS_OK, StreamRecorder
 
@@ -648,6 +650,7 @@ def _describe(kind: str, id_: str, instance: Any, bound_args: Any) -> tuple[str,
             semconv.GEN_AI_REQUEST_MODEL: model,
             semconv.GEN_AI_REQUEST_STREAM: "stream" in method,
         }
+        attributes.update(_endpoint_attributes(instance, model))
         for name, attribute in (
             ("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
             ("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
@@ -712,6 +715,33 @@ def _describe(kind: str, id_: str, instance: Any, bound_args: Any) -> tuple[str,
     if kind == _STEP:
         return _method_of(id_), {semconv.STAGE: "other"}
     return class_name, {semconv.STAGE: "other"}
+
+
+def _endpoint_attributes(llm: Any, model: str) -> dict[str, Any]:
+    """``gen_ai.provider.name`` and ``server.*`` of a model: LlamaIndex's LiteLLM model is named
+    as the LiteLLM instrumentation names its calls; another with an ``api_base``, from its URL."""
+    extra = getattr(llm, "additional_kwargs", None)
+    api_base = getattr(llm, "api_base", None) or (
+        extra.get("api_base") if isinstance(extra, dict) else None
+    )
+    if not isinstance(api_base, str):
+        api_base = None
+    if type(llm).__module__.startswith("llama_index.llms.litellm"):
+        from llmtrace.instrumentation.litellm import _endpoint
+
+        custom = getattr(llm, "_custom_llm_provider", None)
+        custom = custom if isinstance(custom, str) else None
+        return dict(_endpoint(model, custom, api_base, configured_provider_name())[1])
+    if api_base is None:
+        return {}
+    parts = urlsplit(api_base)
+    if not parts.hostname:
+        return {}
+    return {
+        semconv.GEN_AI_PROVIDER_NAME: provider_name(parts.hostname, parts.port, parts.path),
+        semconv.SERVER_ADDRESS: parts.hostname,
+        semconv.SERVER_PORT: parts.port or (443 if parts.scheme == "https" else 80),
+    }
 
 
 def _record_result(entry: _Entry, result: Any) -> None:

@@ -201,6 +201,9 @@ def _assert_query_trace(trace: list[Any], streamed: bool, request: Any = None) -
     assert attributes[semconv.STAGE] == "ttft"
     assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "openai/sim-model-1"
+    # named as the LiteLLM instrumentation names the call LiteLLM makes
+    assert attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"
+    assert attributes[semconv.SERVER_ADDRESS] == "127.0.0.1"
     assert attributes[semconv.GEN_AI_REQUEST_STREAM] is streamed
     assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == "sim-model-1"
     assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
@@ -744,6 +747,8 @@ def test_recorded_llamaindex_exchange(name, index, model_server, spans, traced):
     attributes = span.attributes
     assert attributes[semconv.STAGE] == "ttft"
     assert span.status.status_code == StatusCode.OK
+    anthropic = request["uri"].endswith("/v1/messages")
+    assert attributes[semconv.GEN_AI_PROVIDER_NAME] == ("anthropic" if anthropic else "openai")
     expected = _recorded(body)
     assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == expected["model"]
     assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
