@@ -178,11 +178,24 @@ ALIASES: tuple[Alias, ...] = (
     # token usage
     Alias(sc.GEN_AI_USAGE_INPUT_TOKENS, "gen_ai.usage.prompt_tokens"),
     Alias(sc.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt"),
+    # Langfuse: its own names from @observe, OpenAI's from its openai wrapper's streams
     Alias(sc.GEN_AI_USAGE_INPUT_TOKENS, "langfuse.observation.usage_details", JSON_FIELD, "input"),
+    Alias(
+        sc.GEN_AI_USAGE_INPUT_TOKENS,
+        "langfuse.observation.usage_details",
+        JSON_FIELD,
+        "prompt_tokens",
+    ),
     Alias(sc.GEN_AI_USAGE_OUTPUT_TOKENS, "gen_ai.usage.completion_tokens"),
     Alias(sc.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion"),
     Alias(
         sc.GEN_AI_USAGE_OUTPUT_TOKENS, "langfuse.observation.usage_details", JSON_FIELD, "output"
+    ),
+    Alias(
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        "langfuse.observation.usage_details",
+        JSON_FIELD,
+        "completion_tokens",
     ),
     # the model
     Alias(sc.GEN_AI_REQUEST_MODEL, "llm.model_name"),
