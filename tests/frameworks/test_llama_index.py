@@ -29,6 +29,7 @@ installed, and ``QueryPipeline`` is no longer in ``llama-index-core`` 0.14), and
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import gzip
 import json
@@ -387,7 +388,12 @@ class SupportAgent(Workflow):
     @step
     async def answer(self, ev: StartEvent) -> StopEvent:
         order = await self.order_tool.acall(order_id="42")
-        stock = await asyncio.to_thread(self.stock_tool.call, item="hub")
+        # An executor thread gets no copy of the context (unlike asyncio.to_thread): the tool's
+        # span finds its parent through the OpenTelemetry context the threading instrumentation
+        # hands on, as LlamaIndex's own span ids do not reach it.
+        stock = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(self.stock_tool.call, item="hub")
+        )
         reply = await self.llm.achat(
             [ChatMessage(role="user", content=f"{ev.question} Facts: {order} {stock}")]
         )
@@ -547,6 +553,16 @@ def test_streamed_query_never_read_ends_its_spans_when_dropped(model_server, spa
         "rerank SlowReranker",
         "CompactAndRefine",
     }
+
+
+def test_nothing_is_traced_under_suppression(model_server, spans, traced):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    engine = _query_engine(model_server, rerank_delay=0.0)
+    spans.clear()
+    with suppress_instrumentation():
+        assert _read(engine.query("hi")) == "Hello, world!"
+    assert spans.get_finished_spans() == ()
 
 
 def test_init_instruments_llama_index_already_imported(model_server, spans):
