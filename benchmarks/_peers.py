@@ -480,9 +480,15 @@ def _setup(config: str, exporter: _CountingExporter) -> dict[str, Any]:
     elif config == "openinference":
         from openinference.instrumentation.anthropic import AnthropicInstrumentor
         from openinference.instrumentation.langchain import LangChainInstrumentor
+        from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
         from openinference.instrumentation.openai import OpenAIInstrumentor as OIOpenAI
 
-        for instrumentor in (OIOpenAI(), AnthropicInstrumentor(), LangChainInstrumentor()):
+        for instrumentor in (
+            OIOpenAI(),
+            AnthropicInstrumentor(),
+            LangChainInstrumentor(),
+            LlamaIndexInstrumentor(),
+        ):
             instrumentor.instrument(tracer_provider=provider)
     elif config == "langfuse":
         from langfuse import Langfuse, observe
@@ -553,6 +559,19 @@ def _scenario(name: str, request: dict[str, Any], extras: dict[str, Any]) -> Cal
             | StrOutputParser()
         )
         return wrap(lambda: chain.invoke({"question": "Say hello"}))
+    if name == "llama-index":
+        # LlamaIndex's own mock model and embeddings: its OpenAI model package caps openai below 3
+        # (the version every other row uses), and what is measured here is the framework's
+        # instrumentation, not a client's (the client rows above have those).
+        from llama_index.core import Document, Settings, VectorStoreIndex
+        from llama_index.core.embeddings import MockEmbedding
+        from llama_index.core.llms import MockLLM
+
+        Settings.embed_model = MockEmbedding(embed_dim=8)
+        Settings.llm = MockLLM(max_tokens=8)
+        documents = [Document(text=f"document {number} about latency") for number in range(4)]
+        engine = VectorStoreIndex.from_documents(documents).as_query_engine(similarity_top_k=2)
+        return wrap(lambda: engine.query("Where did the time go?"))
     raise ValueError(f"unknown scenario {name}")
 
 

@@ -116,7 +116,8 @@ for name in (
     "openai", "anthropic", "langchain_core", "langchain_openai",
     "opentelemetry.instrumentation.openai_v2", "traceloop.sdk",
     "openinference.instrumentation.openai", "openinference.instrumentation.anthropic",
-    "openinference.instrumentation.langchain", "langfuse", "openlit", "llmtrace",
+    "openinference.instrumentation.langchain", "openinference.instrumentation.llama_index",
+    "langfuse", "openlit", "llmtrace",
 ):
     importlib.import_module(name)
 EOF
