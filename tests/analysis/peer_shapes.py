@@ -336,10 +336,12 @@ def _shift_iso(shape: Shape, index: int) -> Shape:
     return Shape(shape.family, shape.records_first_token, spans)
 
 
-def request_lines(peer: str, requests: int, first: int = 0) -> list[str]:
+def request_lines(peer: str, requests: int, first: int = 0, service: str = "rag") -> list[str]:
     """``requests`` requests of ``peer`` as OTLP JSON lines, numbered from ``first``."""
     shape = shapes()[peer]
     return [
-        json.dumps(request_document(_shift_iso(shape, index), index), separators=(",", ":"))
+        json.dumps(
+            request_document(_shift_iso(shape, index), index, service), separators=(",", ":")
+        )
         for index in range(first, first + requests)
     ]
