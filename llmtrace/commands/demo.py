@@ -26,10 +26,10 @@ DEMO_EXTRA_MODULES = frozenset(
 )
 # The defaults of llmtrace.demo.walkthrough.DemoOptions, written out here so that building the
 # parser does not import the demo (and numpy); tests/core/test_cli_vocabulary.py keeps them equal.
-DEFAULT_QUESTIONS = 10
+DEFAULT_QUESTIONS = 12
 DEFAULT_CONCURRENCY = 1
 DEFAULT_TOP_K = 8
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = 128
 DEFAULT_JAEGER_URL = "http://localhost:16686"
 DEFAULT_OUTPUT_DIR = Path(".llmtrace")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from llmtrace.analysis.compare import compare
+from llmtrace.analysis.compare import Comparison, compare
 from llmtrace.analysis.report_model import Report
 from llmtrace.bench.execute import run_bench
 from llmtrace.bench.questions import QuestionSet
@@ -24,6 +24,7 @@ from llmtrace.demo.model_server import MODEL_NAME, LlamaServer
 from llmtrace.demo.optimise import choose_optimisation
 from llmtrace.demo.rag import RagService, RagSettings
 from llmtrace.demo.service import build_service
+from llmtrace.demo.verdict import verdict_lines
 from llmtrace.errors import CommandError
 from llmtrace.render.html import write_html
 from llmtrace.render.terminal import print_comparison, print_report
@@ -36,13 +37,13 @@ DEFAULT_JAEGER_URL = "http://localhost:16686"
 
 @dataclass(frozen=True)
 class DemoOptions:
-    questions: int = 10
+    questions: int = 12
     concurrency: int = 1
     warmup: int = 1
     output_dir: Path = Path(".llmtrace")
     otlp: str | None = None
     jaeger_url: str = DEFAULT_JAEGER_URL
-    baseline: RagSettings = field(default_factory=lambda: RagSettings(top_k=8, max_tokens=256))
+    baseline: RagSettings = field(default_factory=lambda: RagSettings(top_k=8, max_tokens=128))
 
     @property
     def traces_file(self) -> Path:
@@ -67,6 +68,7 @@ class DemoOutcome:
     optimised: Report
     html_path: Path
     change: str
+    comparison: Comparison
     slowest_trace_url: str | None = None
 
 
@@ -137,7 +139,10 @@ async def _measure_change_measure(
         optimised, _ = await _bench(service, server, questions, OPTIMISED_RUN, options, console)
 
         console.rule("4. before / after (same questions, same concurrency)")
-        print_comparison(compare(baseline, optimised), console=console)
+        comparison = compare(baseline, optimised)
+        print_comparison(comparison, console=console)
+        for line in verdict_lines(comparison, options.warmup):
+            console.print(f"[bold]{line}[/]" if line.startswith("Verdict") else line)
         console.print(
             f"runs saved in {options.runs_dir}: "
             f"llmtrace compare {options.runs_dir / (BASELINE_RUN + '.json')} "
@@ -148,7 +153,9 @@ async def _measure_change_measure(
             url = slowest_trace_url(baseline_result, options.jaeger_url)
             if url:
                 console.print(f"slowest trace of the baseline in Jaeger: [bold]{url}[/]")
-        return DemoOutcome(baseline, optimised, Path(html_path), change.description, url)
+        return DemoOutcome(
+            baseline, optimised, Path(html_path), change.description, comparison, url
+        )
     finally:
         await service.client.close()
 
