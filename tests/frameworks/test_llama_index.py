@@ -10,8 +10,9 @@ are driven through ``llama_index.llms.litellm.LiteLLM`` (the real ``openai`` 3 c
 TTFT is asserted within 40 ms above the injected delay, as in the LangChain tests: the model
 server runs in this process and shares its interpreter lock.
 
-The simulated server cannot return tool calls, so the agent is a LlamaIndex workflow whose step
-calls two real ``FunctionTool``s (one in a thread pool) and then the model.
+The simulated server cannot return tool calls, so the agents are a LlamaIndex workflow whose step
+calls two real ``FunctionTool``s (one in an executor thread) and then the model, and LlamaIndex's
+own ``ReActAgent`` (which asks for tools in text), whose tool sets the server's next answer.
 
 Replay (``../shared/fixtures/recorded/llamaindex``): every OpenAI chat completion and embedding
 exchange and the Anthropic message exchange is served locally and sent again through LlamaIndex
@@ -460,6 +461,52 @@ def test_streamed_chat_engine_answer_is_one_trace(model_server, spans, traced):
     model = _one(trace, MODEL)
     _child_of(model, root)
     assert model.attributes[semconv.STREAM_END] == "completed"
+
+
+def test_react_agent_calling_a_tool_is_one_trace(model_server, spans, traced, tmp_path):
+    """LlamaIndex's own ``ReActAgent``, with streamed model turns. The simulated server answers
+    every request alike, so the tool (as a real tool's effect would) sets the server's next
+    answer: the first turn asks for the tool, the second one answers."""
+    from llama_index.core.agent.workflow import ReActAgent
+
+    action = 'Thought: I need a tool.\nAction: look_up_order\nAction Input: {"order_id": "42"}'
+    answer = "Thought: I can answer without using any more tools.\nAnswer: Order 42 shipped."
+
+    def look_up_order(order_id: str) -> str:
+        """The status of an order."""
+        model_server.configure(tokens=[answer])
+        time.sleep(TOOL_DELAY)
+        return f"order {order_id} shipped"
+
+    llm = _llm(model_server)
+    list(llm.stream_chat([ChatMessage(role="user", content="warm up")]))
+    agent = ReActAgent(tools=[FunctionTool.from_defaults(fn=look_up_order)], llm=llm)
+    model_server.configure(tokens=[action], first_token_delay=FIRST_TOKEN)
+    spans.clear()
+
+    async def main() -> Any:
+        return await agent.run(user_msg="Where is my order?")
+
+    assert str(asyncio.run(main())) == "Order 42 shipped."
+    (trace,) = _by_trace(spans).values()
+    root = _assert_tree(trace)
+    assert root.name == "invoke_agent ReActAgent"
+    assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "ReActAgent"
+    tool = _one(trace, "execute_tool look_up_order")
+    assert tool.attributes[semconv.STAGE] == "tool"
+    _child_of(tool, _one(trace, "call_tool"))
+    models = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
+    chats = [r for r in model_server.requests if r.path.endswith("/chat/completions")][-2:]
+    assert len(models) == 2
+    for model, request in zip(models, chats, strict=True):
+        assert model.attributes[semconv.STAGE] == "ttft"
+        assert model.parent is not None
+        _assert_ttft(model, request, FIRST_TOKEN)
+    for step_name in ("run_agent_step", "parse_agent_output", "call_tool"):
+        for step_span in (s for s in trace if s.name == step_name):
+            assert step_span.attributes[semconv.STAGE] == "other"
+            _child_of(step_span, root)
+    _assert_bottleneck(_report(spans, tmp_path), "tool", TOOL_DELAY)
 
 
 # --- failures, early ends, on and off --------------------------------------------------------------
