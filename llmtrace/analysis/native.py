@@ -1,14 +1,17 @@
-"""The native reader for trace files: ``llmtrace_native``, built from ``native/`` in Rust.
+"""The native reader for trace files: ``llmtrace._native``, built from ``native/`` in Rust.
 
 ``llmtrace report`` on a file or directory reads, links and breaks down traces with it when it is
-installed (``scripts/setup.sh`` builds it), about ten times faster than the Python path and in a
-fraction of the memory: a day of traces is millions of spans. It implements the rules of
-``otlp.py``, ``breakdown.py`` and ``evidence.py`` step for step; the Python code stays the
-reference (and the path for Jaeger, whose answers are paged and small), and
-``tests/analysis/test_native.py`` builds every report both ways and requires the same result.
+present: a wheel carries it, and an install from source builds it when Rust is there (see
+pyproject.toml; without Rust the install leaves it out and never fails). It is about ten times
+faster than the Python path and needs a fraction of the memory: a day of traces is millions of
+spans. It implements the rules of ``otlp.py``, ``breakdown.py`` and ``evidence.py`` step for
+step; the Python code stays the reference (and the path for Jaeger, whose answers are paged and
+small), and ``tests/analysis/test_native.py`` builds every report both ways and requires the same
+result.
 A change to the rules is made in both places.
 
 ``LLMTRACE_NATIVE=0`` turns it off (the Python path is then used everywhere).
+``reader_notice()`` is the line ``llmtrace --version`` prints about which reader runs.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from llmtrace.analysis.otlp import link_children, stage_name
 from llmtrace.options import native_reader_wanted
 
 try:
-    import llmtrace_native as _native
-except ImportError:  # not built: the pure-Python path is used
+    from llmtrace import _native
+except ImportError:  # not built (an install from source without Rust): the Python path is used
     _native = None  # type: ignore[assignment]
 
 _STAGE = sc.STAGE
@@ -37,13 +40,25 @@ def available() -> bool:
     return _native is not None and native_reader_wanted()
 
 
+def reader_notice() -> str:
+    """One line saying which reader reads trace files, and why when it is not the native one."""
+    if _native is None:
+        return (
+            "trace files are read by the pure-Python reader: this llmtrace was installed without "
+            "its native reader (from source without Rust; a wheel has it)"
+        )
+    if not native_reader_wanted():
+        return "trace files are read by the pure-Python reader (LLMTRACE_NATIVE is off)"
+    return "trace files are read by the native reader"
+
+
 def is_whole_document(path: Path) -> bool:
     """A ``.json`` file holds whole JSON documents; everything else is OTLP JSON lines."""
     return path.suffix == ".json" or path.name.endswith(".json.gz")
 
 
 class NativeTraces:
-    """Traces read and linked by ``llmtrace_native``, kept in its compact form: a ``Collector``.
+    """Traces read and linked by ``llmtrace._native``, kept in its compact form: a ``Collector``.
 
     The report asks for per-trace results (``collect``); Python ``Trace`` objects are made only
     when asked for (``trace``, ``traces``): the slowest trace's waterfall, or a caller that walks

@@ -225,7 +225,7 @@ class AnthropicInstrumentor(LibraryInstrumentor):
     """Traces Messages API calls of ``anthropic.Anthropic`` / ``AsyncAnthropic``."""
 
     package = "anthropic"
-    supported = ">= 0.30, < 3"
+    supported = ">= 0.43, < 3"
 
     def patches(self) -> Iterable[PatchRow]:
         yield from request_patches("anthropic", plan_request)

@@ -1,4 +1,4 @@
-//! `llmtrace_native`: the file reader and per-trace analysis of `llmtrace report`, for trace files
+//! `llmtrace._native`: the file reader and per-trace analysis of `llmtrace report`, for trace files
 //! too large for the pure-Python path (about a million spans and more).
 //!
 //! Python keeps everything else (sources, statistics, advice, rendering), and stays the
@@ -20,13 +20,13 @@ use crate::model::{Value, STAGES};
 use crate::store::{Filters, Store};
 
 /// Spans read from trace files, grouped by trace; `assemble` links them into trees.
-#[pyclass(module = "llmtrace_native")]
+#[pyclass(module = "llmtrace._native")]
 struct TraceStore {
     store: Store,
 }
 
 /// One chosen trace, as the report names it.
-#[pyclass(module = "llmtrace_native", frozen, get_all)]
+#[pyclass(module = "llmtrace._native", frozen, get_all)]
 struct SelectedTrace {
     trace_id: String,
     root_span_id: String,
@@ -36,7 +36,7 @@ struct SelectedTrace {
 
 /// Breakdown and facts of the chosen traces, as columns aligned by trace
 /// (`llmtrace.analysis.collect.TraceColumns` is what Python makes of it).
-#[pyclass(module = "llmtrace_native", frozen, get_all)]
+#[pyclass(module = "llmtrace._native", frozen, get_all)]
 struct Columns {
     /// index among `selected()` of each kept trace
     chosen: Vec<usize>,
@@ -66,7 +66,7 @@ struct Columns {
 }
 
 /// One span of a trace, with the fields of `llmtrace.analysis.model.Span`.
-#[pyclass(module = "llmtrace_native", frozen, get_all)]
+#[pyclass(module = "llmtrace._native", frozen, get_all)]
 struct SpanRecord {
     span_id: String,
     parent_id: Option<String>,
@@ -361,7 +361,8 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
     })
 }
 
-#[pymodule]
+// Built into the llmtrace package as `llmtrace._native` (pyproject.toml, setuptools-rust).
+#[pymodule(name = "_native")]
 fn llmtrace_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TraceStore>()?;
     m.add_class::<SelectedTrace>()?;

@@ -1,4 +1,4 @@
-"""The native reader (``llmtrace_native``) against the Python reader: the same traces, the same
+"""The native reader (``llmtrace._native``) against the Python reader: the same traces, the same
 report, to the last bit, on files of every shape the breakdown rules distinguish."""
 
 from __future__ import annotations
@@ -231,24 +231,35 @@ def _assert_same(native_report: dict[str, Any], python_report: dict[str, Any]) -
 
 
 def test_the_native_reader_is_installed_and_used() -> None:
-    # scripts/setup.sh builds it; without it every report here would take the Python path.
-    assert native.available(), "llmtrace_native is not installed: run scripts/setup.sh"
+    # scripts/setup.sh builds it into the package; without it every report here would take the
+    # Python path.
+    assert native.available(), "llmtrace._native is not built: run scripts/setup.sh"
+    assert native.reader_notice() == "trace files are read by the native reader"
+
+
+def test_the_notice_names_the_python_reader_when_the_native_one_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLMTRACE_NATIVE", "0")
+    assert not native.available()
+    assert "pure-Python reader" in native.reader_notice()
+    assert "LLMTRACE_NATIVE" in native.reader_notice()
 
 
 def test_the_native_reader_knows_the_stage_vocabulary_and_the_attributes_read() -> None:
     # Both are contracts spelled out in Rust too (native/src/model.rs): they must not drift.
-    import llmtrace_native
+    from llmtrace import _native
 
-    assert tuple(llmtrace_native.STAGES) == sc.STAGES
-    assert set(llmtrace_native.ATTRIBUTES) == KEPT_ATTRIBUTES | HASHED_ATTRIBUTES
+    assert tuple(_native.STAGES) == sc.STAGES
+    assert set(_native.ATTRIBUTES) == KEPT_ATTRIBUTES | HASHED_ATTRIBUTES
 
 
 def test_the_native_model_call_fields_are_those_of_model_call() -> None:
     # Model calls cross as flat tuples (a NamedTuple each is made without names): the order
     # Rust writes them in is named once in native/src/lib.rs and must be ModelCall's.
-    import llmtrace_native
+    from llmtrace import _native
 
-    assert tuple(llmtrace_native.MODEL_CALL_FIELDS) == ModelCall._fields
+    assert tuple(_native.MODEL_CALL_FIELDS) == ModelCall._fields
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -82,10 +82,13 @@ def _one_line_error(result: subprocess.CompletedProcess[str], expected: str) -> 
 # --- --version and --help ------------------------------------------------------------------------
 
 
-def test_version_prints_the_program_name_and_its_version() -> None:
+def test_version_prints_the_program_name_its_version_and_the_trace_reader() -> None:
     result = llmtrace_cli("--version")
     assert result.returncode == 0
-    assert result.stdout == f"llmtrace {llmtrace.__version__}\n"
+    assert (
+        result.stdout
+        == f"llmtrace {llmtrace.__version__}\ntrace files are read by the native reader\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])

@@ -29,15 +29,24 @@ def _instrumentors() -> dict[str, type[LibraryInstrumentor]]:
     return classes
 
 
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[Requirement]] = {
+    name: [Requirement(line) for line in lines]
+    for name, lines in PROJECT["optional-dependencies"].items()
+}
+# Extras that are not one instrumented library or framework.
+NOT_A_LIBRARY = {"all", "demo", "dev"}
+
+
 def test_every_instrumentation_declares_the_range_pyproject_declares():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = {
-        Requirement(line).name: Requirement(line).specifier
-        for extra in project["optional-dependencies"].values()
-        for line in extra
+        requirement.name: requirement.specifier
+        for extra in EXTRAS.values()
+        for requirement in extra
+        if requirement.name != "llmtrace"  # `all` and `demo` name other extras
     }
     declared.update(
-        {Requirement(line).name: Requirement(line).specifier for line in project["dependencies"]}
+        {Requirement(line).name: Requirement(line).specifier for line in PROJECT["dependencies"]}
     )
     for name, cls in _instrumentors().items():
         if not cls.package:  # the standard library
@@ -48,6 +57,24 @@ def test_every_instrumentation_declares_the_range_pyproject_declares():
         else:
             # Not an install requirement (sentence-transformers needs torch): still a real range.
             assert supported and any(s.operator == "<" for s in supported), name
+
+
+def test_each_instrumented_library_has_an_extra_named_after_it_and_all_has_every_one():
+    libraries = {name for name in EXTRAS if name not in NOT_A_LIBRARY}
+    (everything,) = EXTRAS["all"]
+    assert everything.name == "llmtrace" and everything.extras == libraries
+    for name, cls in _instrumentors().items():
+        if not cls.package or cls.package == "sentence-transformers" or cls.package == "httpx":
+            continue  # the standard library; needs torch; a dependency of llmtrace itself
+        owners = [extra for extra in libraries if cls.package in {r.name for r in EXTRAS[extra]}]
+        assert len(owners) == 1, (name, owners)
+        assert owners[0] == name.replace("_", "-"), (name, owners)
+
+
+def test_a_plain_install_requires_no_instrumented_library():
+    plain = {Requirement(line).name for line in PROJECT["dependencies"]}
+    instrumented = {r.name for extra in EXTRAS if extra not in NOT_A_LIBRARY for r in EXTRAS[extra]}
+    assert not plain & instrumented
 
 
 def test_a_version_outside_the_range_is_not_instrumented_and_says_so(monkeypatch, caplog):

@@ -1,4 +1,6 @@
-"""Native reader and per-trace analysis for ``llmtrace report`` (see llmtrace/analysis/native.py)."""
+"""The native reader and per-trace analysis of ``llmtrace report``, built from ``native/``.
+
+See llmtrace/analysis/native.py."""
 
 from typing import Any, final
 
@@ -92,6 +94,7 @@ class TraceStore:
     def __init__(self, conventions: tuple[Any, ...] | None = None) -> None: ...
     def recognised(self) -> tuple[list[tuple[str, int]], int]: ...
     def read_file(self, path: str, whole_document: bool) -> list[str]: ...
+    def read_answer(self, data: bytes, keep: bool) -> list[str]: ...
     def assemble(
         self,
         trace_id: str | None = None,
