@@ -140,6 +140,35 @@ class NativeTraces:
         return [self.trace(index) for index in range(len(self.selected))]
 
 
+def new_store() -> _native.TraceStore:
+    """An empty native store that applies the conventions table to every span it reads."""
+    assert _native is not None
+    return _native.TraceStore(conventions.native_table())
+
+
+def assembled(
+    store: _native.TraceStore,
+    *,
+    trace_id: str | None,
+    service: str | None,
+    since: int | None,
+    until: int | None,
+    limit: int | None,
+    attributes: dict[str, str],
+) -> NativeTraces:
+    """The traces of ``store`` linked, and those passing the filters chosen (``_filter`` in
+    sources.py: times in unix nanoseconds)."""
+    store.assemble(
+        trace_id=trace_id,
+        service=service,
+        since=since,
+        until=until,
+        limit=limit,
+        attributes=list(attributes.items()),
+    )
+    return NativeTraces(store)
+
+
 def read_files(
     files: Iterable[Path],
     *,
@@ -151,17 +180,17 @@ def read_files(
     attributes: dict[str, str],
 ) -> tuple[NativeTraces, int, list[str]]:
     """Read trace files natively; return the chosen traces, open traces left out, problems."""
-    assert _native is not None
-    store = _native.TraceStore(conventions.native_table())
+    store = new_store()
     warnings: list[str] = []
     for file in files:
         warnings.extend(store.read_file(str(file), is_whole_document(file)))
-    store.assemble(
+    traces = assembled(
+        store,
         trace_id=trace_id,
         service=service,
         since=since,
         until=until,
         limit=limit,
-        attributes=list(attributes.items()),
+        attributes=attributes,
     )
-    return NativeTraces(store), store.excluded_open, warnings
+    return traces, store.excluded_open, warnings

@@ -1,6 +1,8 @@
 """Where traces come from: a trace file or directory (gzip and rotated files too), or Jaeger.
 
-Everything goes through the one OTLP JSON parser in ``llmtrace.analysis.otlp``.
+Everything goes through the one OTLP JSON parser in ``llmtrace.analysis.otlp``, or, when it is
+installed, the native reader, which implements the same rules (``llmtrace.analysis.native``):
+Jaeger's /api/v3 answers are OTLP JSON too, so they are read natively like files.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import httpx
 import orjson
@@ -112,7 +114,11 @@ def load_traces(
         raise SourceError(f"invalid limit {limit}: use a positive number of traces")
     wanted = {check_root_key(key): value for key, value in (attributes or {}).items()}
     with cyclic_gc_paused():
-        if native.available() and not is_jaeger_url(source):
+        if native.available() and is_jaeger_url(source):
+            traceset = _load_jaeger_native(
+                source, service, since_time, until_time, limit, trace_id, wanted
+            )
+        elif native.available():
             # The native reader applies the same filters while it links the traces.
             traceset = _load_files_native(
                 Path(source),
@@ -384,11 +390,24 @@ class JaegerClient:
                 raise SourceError(f"Jaeger at {self.base_url} reported an error: {message}")
         return documents
 
-    def trace(self, trace_id: str) -> list[Any]:
-        path = f"/api/v3/traces/{trace_id}"
-        return self._documents(path, self._get(path))
+    def _answer(self, path: str, response: httpx.Response, raw: bool) -> list[Any] | bytes:
+        """The documents of an answer, or with ``raw`` an answer of trace data as its bytes
+        (``{"result": ...}`` documents back to back) for the native reader to decode."""
+        if (
+            raw
+            and response.status_code == 200
+            and response.content[:20].lstrip().startswith(b'{"result"')
+        ):
+            return response.content
+        return self._documents(path, response)
 
-    def find(self, service: str, start: datetime, end: datetime, count: int) -> list[Any]:
+    def trace(self, trace_id: str, *, raw: bool = False) -> list[Any] | bytes:
+        path = f"/api/v3/traces/{trace_id}"
+        return self._answer(path, self._get(path), raw)
+
+    def find(
+        self, service: str, start: datetime, end: datetime, count: int, *, raw: bool = False
+    ) -> list[Any] | bytes:
         path = "/api/v3/traces"
         params = {
             "query.service_name": service,
@@ -397,14 +416,70 @@ class JaegerClient:
             "query.num_traces": str(count),
             "query.search_depth": str(count),
         }
-        return self._documents(path, self._get(path, params))
+        return self._answer(path, self._get(path, params), raw)
 
 
-def _trace_ids(documents: Iterable[Any]) -> set[str]:
-    collector = SpanCollector()
-    for document in documents:
-        collector.add_document(document)
-    return set(collector.by_trace)
+class Answers(Protocol):
+    """Where Jaeger's answers go: the Python reader's collector, or the native reader's store."""
+
+    raw: bool  # whether the client hands answers over as bytes
+
+    def trace_ids(self, answer: Any) -> set[str]:
+        """The traces an answer holds (it is not kept)."""
+        ...
+
+    def keep(self, answer: Any) -> None:
+        """Keep an answer's spans."""
+        ...
+
+    def empty(self) -> bool: ...
+
+
+class PythonAnswers:
+    """Answers decoded in Python and kept by a ``SpanCollector``."""
+
+    raw = False
+
+    def __init__(self) -> None:
+        self.collector = SpanCollector()
+
+    def trace_ids(self, answer: Any) -> set[str]:
+        collector = SpanCollector()
+        collector.add_documents(answer)
+        return set(collector.by_trace)
+
+    def keep(self, answer: Any) -> None:
+        self.collector.add_documents(answer)
+
+    def empty(self) -> bool:
+        return not self.collector.by_trace
+
+
+class NativeAnswers:
+    """Answers decoded and kept by the native reader."""
+
+    raw = True
+
+    def __init__(self) -> None:
+        self.store = native.new_store()
+        self._kept = False
+
+    def _read(self, answer: Any, keep: bool) -> set[str]:
+        if not isinstance(answer, bytes):  # documents Python decoded (an answer of no traces)
+            answer = b"".join(orjson.dumps(document) for document in answer)
+        try:
+            return set(self.store.read_answer(answer, keep))
+        except ValueError as exc:
+            raise OTLPFormatError(str(exc)) from None
+
+    def trace_ids(self, answer: Any) -> set[str]:
+        return self._read(answer, keep=False)
+
+    def keep(self, answer: Any) -> None:
+        self._kept = bool(self._read(answer, keep=True)) or self._kept
+
+    def empty(self) -> bool:
+        return not self._kept
 
 
 def _find_window(
@@ -413,7 +488,7 @@ def _find_window(
     start: datetime,
     end: datetime,
     wanted: int,
-    collector: SpanCollector,
+    answers: Answers,
     seen: set[str],
 ) -> tuple[int, datetime]:
     """Read up to ``wanted`` traces not read yet, started in [start, end), newest first.
@@ -426,21 +501,20 @@ def _find_window(
     is split in halves (newer half first) so that a large window is read in pages.
     """
     page = min(wanted, JAEGER_PAGE)
-    documents = client.find(service, start, end, page)
-    returned = _trace_ids(documents)
+    documents = client.find(service, start, end, page, raw=answers.raw)
+    returned = answers.trace_ids(documents)
     # A full answer may have left traces out: count what came back, including traces already
     # read through a neighbouring window, or a truncated window would pass for a complete one.
     if len(returned) >= page and end - start > timedelta(milliseconds=2):
         middle = start + (end - start) / 2
-        newer, frontier = _find_window(client, service, middle, end, wanted, collector, seen)
+        newer, frontier = _find_window(client, service, middle, end, wanted, answers, seen)
         if newer >= wanted:
             return newer, frontier
         older, frontier = _find_window(
-            client, service, start, middle, wanted - newer, collector, seen
+            client, service, start, middle, wanted - newer, answers, seen
         )
         return newer + older, frontier
-    for document in documents:
-        collector.add_document(document)
+    answers.keep(documents)
     new = len(returned - seen)
     seen.update(returned)
     return new, start
@@ -452,7 +526,7 @@ def _find_shared(
     start: datetime,
     end: datetime,
     budget: int,
-    collector: SpanCollector,
+    answers: Answers,
 ) -> None:
     """Read up to ``budget`` traces started in [start, end), shared fairly among ``services``.
 
@@ -473,13 +547,49 @@ def _find_shared(
             if quota == 0:
                 break
             read, frontier = _find_window(
-                client, service, start, frontiers[service], quota, collector, seen
+                client, service, start, frontiers[service], quota, answers, seen
             )
             budget -= read
             if frontier <= start:
                 del frontiers[service]
             else:
                 frontiers[service] = frontier
+
+
+def _read_jaeger(
+    base_url: str,
+    service: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    trace_id: str | None,
+    answers: Answers,
+) -> None:
+    """One trace by id, or up to ``limit`` traces (default 2000) started in the window: those of
+    ``service``, or without it, those of every application service, the limit shared fairly
+    among them (``_find_shared``) so that one busy service cannot crowd out the others."""
+    client = JaegerClient(base_url)
+    try:
+        services = client.services()  # also proves the URL is Jaeger's query service
+        if trace_id is not None:
+            answers.keep(client.trace(trace_id, raw=answers.raw))
+            if answers.empty():
+                raise SourceError(f"trace {trace_id} not found in Jaeger at {client.base_url}")
+        else:
+            end = until or datetime.now(UTC)
+            start = since or end - JAEGER_DEFAULT_LOOKBACK
+            wanted = limit or JAEGER_DEFAULT_LIMIT
+            if service is not None:
+                targets = [service]
+            else:
+                targets = [name for name in services if name not in _JAEGER_OWN_SERVICES]
+            _find_shared(client, targets, start, end, wanted, answers)
+    except OTLPFormatError as exc:
+        raise SourceError(
+            f"Jaeger at {client.base_url} answered with unexpected data: {exc}"
+        ) from None
+    finally:
+        client.close()
 
 
 def _load_jaeger(
@@ -490,34 +600,36 @@ def _load_jaeger(
     limit: int | None,
     trace_id: str | None,
 ) -> tuple[list[Trace], TraceSet]:
-    """One trace by id, or up to ``limit`` traces (default 2000) started in the window: those of
-    ``service``, or without it, those of every application service, the limit shared fairly
-    among them (``_find_shared``) so that one busy service cannot crowd out the others."""
-    client = JaegerClient(base_url)
-    collector = SpanCollector()
-    try:
-        services = client.services()  # also proves the URL is Jaeger's query service
-        if trace_id is not None:
-            for document in client.trace(trace_id):
-                collector.add_document(document)
-            if not collector.by_trace:
-                raise SourceError(f"trace {trace_id} not found in Jaeger at {client.base_url}")
-        else:
-            end = until or datetime.now(UTC)
-            start = since or end - JAEGER_DEFAULT_LOOKBACK
-            wanted = limit or JAEGER_DEFAULT_LIMIT
-            if service is not None:
-                targets = [service]
-            else:
-                targets = [name for name in services if name not in _JAEGER_OWN_SERVICES]
-            _find_shared(client, targets, start, end, wanted, collector)
-    except OTLPFormatError as exc:
-        raise SourceError(
-            f"Jaeger at {client.base_url} answered with unexpected data: {exc}"
-        ) from None
-    finally:
-        client.close()
+    """Traces read from Jaeger by the Python reader (``_read_jaeger``), before the filters."""
+    answers = PythonAnswers()
+    _read_jaeger(base_url, service, since, until, limit, trace_id, answers)
+    collector = answers.collector
     traces, excluded_open = collector.assemble()
     url = base_url.rstrip("/")
     read = TraceList([], collector.families, collector.unassigned)
     return traces, TraceSet(url, read, excluded_open=excluded_open, jaeger_url=url)
+
+
+def _load_jaeger_native(
+    base_url: str,
+    service: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    trace_id: str | None,
+    attributes: dict[str, str],
+) -> TraceSet:
+    """Traces read from Jaeger by the native reader, which also applies the filters."""
+    answers = NativeAnswers()
+    _read_jaeger(base_url, service, since, until, limit, trace_id, answers)
+    traces = native.assembled(
+        answers.store,
+        trace_id=trace_id,
+        service=service,
+        since=_nanos(since),
+        until=_nanos(until),
+        limit=limit,
+        attributes=attributes,
+    )
+    url = base_url.rstrip("/")
+    return TraceSet(url, traces, excluded_open=answers.store.excluded_open, jaeger_url=url)

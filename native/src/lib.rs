@@ -133,6 +133,14 @@ impl TraceStore {
         py.detach(|| store.read_file(path, whole_document))
     }
 
+    /// One answer of Jaeger's /api/v3: the trace ids it holds (hex), its spans kept when `keep`.
+    /// Raises ValueError when it is not OTLP trace data.
+    fn read_answer(&mut self, py: Python<'_>, data: Vec<u8>, keep: bool) -> PyResult<Vec<String>> {
+        let store = &mut self.store;
+        py.detach(|| store.read_answer(&data, keep))
+            .map_err(pyo3::exceptions::PyValueError::new_err)
+    }
+
     /// Link spans into trees and choose the complete traces passing the filters (times in unix
     /// nanoseconds). Returns how many traces were chosen.
     /// `attributes` keeps the traces whose root span carries each (key, value) as a string.

@@ -213,6 +213,26 @@ impl Store {
         }
     }
 
+    /// One answer of Jaeger's /api/v3 (OTLP JSON documents back to back, each maybe wrapped in
+    /// "result"): the trace ids it holds, in the order first met, and its spans added when
+    /// `keep`. Err: the answer is not OTLP trace data (all or nothing, like a whole-file JSON).
+    pub fn read_answer(&mut self, data: &[u8], keep: bool) -> Result<Vec<String>, String> {
+        let mut parsed = Vec::new();
+        conventions::with(&self.conventions, || parse_stream(data, &mut parsed))
+            .map_err(|error| error.message())?;
+        let mut seen: FastMap<&Id, ()> = FastMap::default();
+        let mut ids = Vec::new();
+        for span in &parsed {
+            if seen.insert(&span.trace_id, ()).is_none() {
+                ids.push(span.trace_id.format(32));
+            }
+        }
+        if keep {
+            self.add(parsed);
+        }
+        Ok(ids)
+    }
+
     /// Read one trace file (plain or gzip). Returns problems met, each with file and line.
     pub fn read_file(&mut self, path: &str, whole_document: bool) -> Vec<String> {
         let mut warnings = Vec::new();

@@ -12,6 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from llmtrace.analysis.native import NativeTraces
+from llmtrace.analysis.report import build_report
+from llmtrace.analysis.sources import load_traces
 from tests.analysis.conftest import run_llmtrace
 from tests.analysis.peer_shapes import request_lines, shapes
 
@@ -53,7 +56,7 @@ def _report(*args: str) -> dict[str, Any]:
 
 
 def test_each_peers_traces_from_jaeger_give_the_files_report(  # type: ignore[no-untyped-def]
-    tracing_stack, tmp_path: Path
+    tracing_stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services = {peer: f"{peer}-{uuid.uuid4().hex[:8]}" for peer in sorted(shapes())}
     files = {}
@@ -75,3 +78,15 @@ def test_each_peers_traces_from_jaeger_give_the_files_report(  # type: ignore[no
         assert from_jaeger == from_file, peer
         assert from_jaeger["bottleneck"]["stage"] == "ttft"
         assert from_jaeger["instrumentations"][shapes()[peer].family] >= REQUESTS
+        # Jaeger's answers are OTLP JSON: the native reader reads them as the Python one does
+        both = []
+        for flag in ("1", "0"):
+            monkeypatch.setenv("LLMTRACE_NATIVE", flag)
+            traceset = load_traces(
+                tracing_stack.jaeger_url, service=service, since=WINDOW[1], until=WINDOW[3]
+            )
+            assert isinstance(traceset.collector, NativeTraces) == (flag == "1")
+            report = build_report(traceset).to_json()
+            report.pop("generated_at")
+            both.append(report)
+        assert both[0] == both[1]
