@@ -4,7 +4,10 @@ How it hooks in: LlamaIndex reports every call of its components to the root dis
 (``llama_index.core.instrumentation.get_dispatcher()``) as span enter/exit/drop notices, each with
 a span id and its parent's, and as events (a model's start, each streamed chunk, its end). A span
 handler and an event handler are added to the root dispatcher by ``instrument()`` and removed by
-``uninstrument()``; no LlamaIndex method is patched.
+``uninstrument()``. One method is wrapped (and restored),
+``BaseNodePostprocessor.apostprocess_nodes``: a reranker's own async implementation (``LLMRerank``,
+RankGPT) is the one call LlamaIndex 0.14 sends no notice for; it is given a span id in LlamaIndex's
+own context variable, as the dispatcher would.
 
 Which of LlamaIndex's spans are kept (every other one, such as ``_query``, ``_retrieve``,
 ``predict``, ``get_response``, text splitters and prompt programs, is internal plumbing: it makes
@@ -60,8 +63,7 @@ outside a query engine's streamed response) is read with no LlamaIndex span curr
 provider span made then is a sibling of the LlamaIndex model span (both keep their timing). A
 chat engine's streamed response (``StreamingAgentChatResponse``, whose generator cannot be
 replaced) is one trace, but the engine's span ends when it returns; the model span beneath it
-ends with the stream. A node postprocessor's own ``_apostprocess_nodes`` is not a dispatcher span
-in LlamaIndex 0.14 (its default, running ``_postprocess_nodes`` in a thread, is).
+ends with the stream.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ import inspect
 import logging
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
@@ -816,6 +819,48 @@ def _make_handlers(tracer: LlamaIndexTracer) -> tuple[Any, Any]:
     return SpanHandler(), EventHandler()
 
 
+def _async_rerank_wrapper(tracer: LlamaIndexTracer) -> Any:
+    """``BaseNodePostprocessor.apostprocess_nodes``: when the class has its own
+    ``_apostprocess_nodes`` (not a dispatcher span in LlamaIndex 0.14), the call is given a span id
+    in LlamaIndex's own context variable, so the model calls inside it are its children."""
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index_instrumentation.span import active_span_id
+
+    default = BaseNodePostprocessor._apostprocess_nodes
+
+    async def apostprocess_nodes(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if getattr(type(instance), "_apostprocess_nodes", default) is default:
+            # LlamaIndex's default runs ``_postprocess_nodes`` in a thread: a dispatcher span.
+            return await wrapped(*args, **kwargs)
+        id_ = f"{type(instance).__name__}._apostprocess_nodes-{uuid.uuid4()}"
+        token = active_span_id.set(id_)
+        try:
+            try:
+                parent_id = token.old_value if isinstance(token.old_value, str) else None
+                bound = inspect.signature(wrapped).bind(*args, **kwargs)
+                tracer.span_enter(id_, bound, instance, parent_id)
+            except Exception:
+                log_once(logger, "LlamaIndex rerank span start failed")
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _safely(tracer.span_drop, id_, exc)
+                raise
+            _safely(tracer.span_exit, id_, result)
+            return result
+        finally:
+            active_span_id.reset(token)
+
+    return apostprocess_nodes
+
+
+def _safely(end: Any, id_: str, value: Any) -> None:
+    try:
+        end(id_, value)
+    except Exception:
+        log_once(logger, "LlamaIndex rerank span end failed")
+
+
 class LlamaIndexInstrumentor(LibraryInstrumentor):
     """Traces LlamaIndex through its root instrumentation dispatcher (``llama-index-core``)."""
 
@@ -826,7 +871,16 @@ class LlamaIndexInstrumentor(LibraryInstrumentor):
     _handlers: tuple[Any, Any] | None = None
 
     def patches(self) -> Iterable[PatchRow]:
-        return ()  # nothing is patched: the dispatcher calls llmtrace's handlers
+        # Everything else comes from the dispatcher's notices. A node postprocessor's own async
+        # implementation (LLMRerank, RankGPT, ...) is the one rerank call LlamaIndex sends none
+        # for: it is given a span id of its own, as the dispatcher gives its spans.
+        tracer = self.tracer
+        assert tracer is not None
+        yield (
+            "llama_index.core.postprocessor.types",
+            "BaseNodePostprocessor.apostprocess_nodes",
+            _async_rerank_wrapper(tracer),
+        )
 
     def _instrument(self, **kwargs: Any) -> None:
         from llama_index_instrumentation import get_dispatcher
@@ -838,10 +892,12 @@ class LlamaIndexInstrumentor(LibraryInstrumentor):
         dispatcher = get_dispatcher()
         dispatcher.add_span_handler(span_handler)
         dispatcher.add_event_handler(event_handler)
+        super()._instrument(**kwargs)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from llama_index_instrumentation import get_dispatcher
 
+        super()._uninstrument(**kwargs)
         if self._handlers is not None:
             dispatcher = get_dispatcher()
             span_handler, event_handler = self._handlers
