@@ -6,7 +6,9 @@ span ids are hex (the OTLP/JSON rule) or base64 (the plain protobuf JSON mapping
 versions use), and ``kind`` is an int or its enum name. Integers may arrive as strings.
 
 Speed matters (a day of traces is millions of spans), so spans keep only the attributes the
-analysis reads, and large content attributes are reduced to a hash on the way in.
+analysis reads, and large content attributes are reduced to a hash on the way in. A span without
+``llmtrace.stage`` (another instrumentation's) is read through the conventions table
+(``conventions.py``): its stage, first-token time and usage in the analysis's own terms.
 """
 
 from __future__ import annotations
