@@ -1,5 +1,5 @@
 # Every target is a command from the README.
-.PHONY: demo test setup backends lint format benchmarks soak clean
+.PHONY: demo test test-min-deps setup backends lint format benchmarks soak clean
 
 demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
 	bash scripts/setup.sh
@@ -7,6 +7,9 @@ demo:        ## run the demo: a real RAG app on a real local model, ending in th
 
 test:        ## the whole test suite (installs everything it needs first)
 	bash scripts/test.sh
+
+test-min-deps: ## the lowest dependency versions pyproject.toml declares, in their own virtualenv
+	bash scripts/test_min_deps.sh
 
 setup:       ## only create .venv and install llmtrace with every extra
 	bash scripts/setup.sh
@@ -38,4 +41,4 @@ soak:        ## 100,000 sequential traced requests: memory stays flat (about 9 m
 	.venv/bin/python benchmarks/soak.py
 
 clean:
-	rm -rf .llmtrace build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .llmtrace build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache llmtrace/_native*.so

@@ -1,0 +1,338 @@
+"""llmtrace installed the way users install it.
+
+The wheel and the sdist come from the project's one build (scripts/build_dist.sh, the build
+scripts/setup.sh uses too); each goes into a fresh virtualenv with no extras and no Rust on PATH,
+and the commands run from there: the wheel brings the native reader, the sdist installs without
+it and says so. The openai extra alone traces a call; scripts/test_min_deps.sh runs the lowest
+declared versions. pip's cache serves the dependencies, cargo's cached target directory the
+build, so a warm run takes a minute or two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+import llmtrace
+from tests.servers.model_server import ModelServer
+from tests.subprocesses import clean_environment
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+# Packages of the extras: a plain install has none of them. (requests is not here: the OTLP HTTP
+# exporter depends on it.)
+OPTIONAL = {
+    "openai",
+    "anthropic",
+    "httpx2",
+    "chromadb",
+    "qdrant-client",
+    "faiss-cpu",
+    "langchain-core",
+    "litellm",
+    "llama-index-core",
+    "numpy",
+    "llama-cpp-python",
+    "fastapi",
+}
+# A plain install (dependencies of the OpenTelemetry SDK, its OTLP exporters with gRPC, rich,
+# httpx, orjson) measured 82 MB with pip itself; a dependency that pulls in something big fails.
+PLAIN_INSTALL_MAX_BYTES = 150 * 1024 * 1024
+
+APP = """\
+import time
+import llmtrace
+
+llmtrace.init(service_name="packaged-app")
+
+
+@llmtrace.retrieval
+def search(question):
+    time.sleep(0.004)
+    return [question]
+
+
+@llmtrace.workflow
+def answer(question):
+    search(question)
+    time.sleep(0.002)
+    return question
+
+
+for i in range(20):
+    answer(f"question {i}")
+"""
+
+OPENAI_APP = """\
+import sys
+import llmtrace
+import openai
+
+llmtrace.init(service_name="openai-app")
+client = openai.OpenAI(base_url=sys.argv[1], api_key="sk-test", max_retries=0)
+stream = client.chat.completions.create(
+    model="gpt-test", messages=[{"role": "user", "content": "Say hello"}], stream=True
+)
+print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+"""
+
+
+@dataclass(frozen=True)
+class Dist:
+    wheel: Path
+    sdist: Path
+
+
+@dataclass(frozen=True)
+class Install:
+    """A fresh virtualenv with one thing pip-installed into it, and what that took."""
+
+    venv: Path
+    seconds: float
+    added_bytes: int
+
+    def run(self, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        program = str(self.venv / "bin" / argv[0])
+        return subprocess.run(
+            [program, *argv[1:]],
+            cwd=cwd,
+            env=no_rust_environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def installed(self) -> set[str]:
+        listing = self.run("python", "-m", "pip", "list", "--format", "json", cwd=self.venv)
+        return {package["name"].lower() for package in json.loads(listing.stdout)}
+
+
+def no_rust_environment() -> dict[str, str]:
+    """The test's environment without OTEL_/LLMTRACE_ settings, virtualenv or build variables, and
+    with no directory on PATH that holds cargo or rustc: a user's machine without Rust."""
+    path = [
+        folder
+        for folder in os.environ["PATH"].split(os.pathsep)
+        if folder and not any((Path(folder) / tool).exists() for tool in ("cargo", "rustc"))
+    ]
+    env = clean_environment(PATH=os.pathsep.join(path))
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "CARGO_TARGET_DIR", "PYO3_PYTHON"):
+        env.pop(name, None)
+    assert shutil.which("cargo", path=env["PATH"]) is None
+    assert shutil.which("rustc", path=env["PATH"]) is None
+    return env
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def fresh_install(folder: Path, requirement: str) -> Install:
+    """``python -m venv`` then ``pip install requirement``, as a user would, without Rust."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
+    before = _size(folder)
+    started = time.monotonic()
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    result = subprocess.run(
+        [*pip, "install", "--progress-bar", "off", requirement],
+        env=no_rust_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    install = Install(folder, time.monotonic() - started, _size(folder) - before)
+    check = install.run("python", "-m", "pip", "check", cwd=folder)
+    assert check.returncode == 0, check.stdout
+    return install
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build_dist.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = out.glob("llmtrace-*.whl")
+    (sdist,) = out.glob("llmtrace-*.tar.gz")
+    return Dist(wheel, sdist)
+
+
+@pytest.fixture(scope="module")
+def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Install]:
+    """The three fresh installs, made side by side (each mostly waits on pip): the wheel with no
+    extra, the sdist with no extra, the wheel with the openai extra."""
+    requirements = {
+        "wheel": str(dist.wheel),
+        "sdist": str(dist.sdist),
+        "openai": f"llmtrace[openai] @ {dist.wheel.as_uri()}",
+    }
+    with ThreadPoolExecutor(len(requirements)) as pool:
+        futures = {
+            name: pool.submit(fresh_install, tmp_path_factory.mktemp(name) / "v", requirement)
+            for name, requirement in requirements.items()
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture(scope="module")
+def plain_wheel(installs: dict[str, Install]) -> Install:
+    return installs["wheel"]
+
+
+@pytest.fixture(scope="module")
+def trace_file(plain_wheel: Install, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Traces an application wrote with ``import llmtrace; llmtrace.init()`` from the wheel."""
+    work = tmp_path_factory.mktemp("app")
+    (work / "app.py").write_text(APP)
+    ran = plain_wheel.run("python", "app.py", cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    return work / ".llmtrace" / "traces.jsonl"
+
+
+def _report(install: Install, trace_file: Path, cwd: Path) -> dict[str, object]:
+    result = install.run("llmtrace", "report", str(trace_file), "--format", "json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, object] = json.loads(result.stdout)
+    return report
+
+
+def test_the_wheel_carries_the_package_the_native_reader_and_the_metadata(dist: Dist) -> None:
+    assert dist.wheel.name == f"llmtrace-{llmtrace.__version__}-cp311-abi3-linux_x86_64.whl"
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        names = set(wheel.namelist())
+        metadata = Parser().parsestr(
+            wheel.read(f"llmtrace-{llmtrace.__version__}.dist-info/METADATA").decode()
+        )
+    assert {"llmtrace/__init__.py", "llmtrace/py.typed", "llmtrace/_native.pyi"} <= names
+    assert "llmtrace/_native.abi3.so" in names
+    assert metadata["Version"] == llmtrace.__version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata["Requires-Python"] == ">=3.11"
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    extras = set(metadata.get_all("Provides-Extra"))
+    assert {"openai", "anthropic", "langchain", "litellm", "llama-index", "demo", "all"} <= extras
+    # Integration libraries are extras, never requirements of a plain install.
+    plain = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
+    assert not {r.split(">")[0].split("<")[0].split("[")[0] for r in plain} & OPTIONAL
+
+
+def test_the_sdist_carries_the_native_reader_s_sources(dist: Dist) -> None:
+    with tarfile.open(dist.sdist) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs", "LICENSE"} <= names
+    assert {"llmtrace/_native.pyi", "llmtrace/py.typed", "pyproject.toml"} <= names
+    assert not [name for name in names if name.endswith(".so") or "target/" in name]
+
+
+def test_a_plain_wheel_install_is_small_and_has_no_extra(plain_wheel: Install) -> None:
+    assert plain_wheel.added_bytes < PLAIN_INSTALL_MAX_BYTES, plain_wheel.added_bytes
+    assert "llmtrace" in plain_wheel.installed()
+    assert not plain_wheel.installed() & OPTIONAL
+
+
+def test_a_plain_wheel_install_runs_help_report_and_demo_s_hint(
+    plain_wheel: Install, trace_file: Path, tmp_path: Path
+) -> None:
+    assert plain_wheel.run("llmtrace", "--help", cwd=tmp_path).returncode == 0
+    version = plain_wheel.run("llmtrace", "--version", cwd=tmp_path)
+    assert version.stdout == (
+        f"llmtrace {llmtrace.__version__}\ntrace files are read by the native reader\n"
+    )
+    report = _report(plain_wheel, trace_file, tmp_path)
+    assert report["traces"] == 20
+    assert set(report["stages"]) >= {"retrieval", "other"}  # type: ignore[arg-type]
+    demo = plain_wheel.run("llmtrace", "demo", cwd=tmp_path)
+    assert demo.returncode == 2
+    assert demo.stderr.count("\n") == 1, demo.stderr
+    assert "pip install 'llmtrace[demo]'" in demo.stderr
+    doctor = plain_wheel.run("llmtrace", "doctor", "--otlp", "http://127.0.0.1:9", cwd=tmp_path)
+    assert doctor.returncode == 1, doctor.stderr
+    assert "Traceback" not in doctor.stdout + doctor.stderr
+
+
+def test_a_plain_wheel_install_benches_an_http_target_and_compares(
+    plain_wheel: Install, model_server: ModelServer, tmp_path: Path
+) -> None:
+    (tmp_path / "questions.txt").write_text("What is llmtrace?\nWhere did the time go?\n")
+    body = '{"model": "m", "messages": [{"role": "user", "content": "{question}"}]}'
+    for name in ("before", "after"):
+        bench = plain_wheel.run(
+            "llmtrace",
+            "bench",
+            "--url",
+            f"{model_server.base_url}/chat/completions",
+            "--body",
+            body,
+            "--questions",
+            "questions.txt",
+            "--name",
+            name,
+            cwd=tmp_path,
+        )
+        assert bench.returncode == 0, bench.stderr
+    runs = tmp_path / ".llmtrace" / "runs"
+    compare = plain_wheel.run(
+        "llmtrace", "compare", str(runs / "before.json"), str(runs / "after.json"), cwd=tmp_path
+    )
+    assert compare.returncode == 0, compare.stderr
+    assert "end-to-end" in compare.stdout
+    assert len(model_server.requests) == 4
+
+
+def test_an_sdist_installs_without_rust_and_reads_files_in_python(
+    installs: dict[str, Install], plain_wheel: Install, trace_file: Path, tmp_path: Path
+) -> None:
+    from_source = installs["sdist"]
+    version = from_source.run("llmtrace", "--version", cwd=tmp_path)
+    assert version.returncode == 0
+    assert "pure-Python reader" in version.stdout and "without" in version.stdout
+    # The same traces give the same report either way (but for the time it was made).
+    python_report = _report(from_source, trace_file, tmp_path)
+    native_report = _report(plain_wheel, trace_file, tmp_path)
+    python_report.pop("generated_at")
+    native_report.pop("generated_at")
+    assert python_report == native_report
+
+
+def test_the_openai_extra_alone_traces_a_call(
+    installs: dict[str, Install], model_server: ModelServer, tmp_path: Path
+) -> None:
+    install = installs["openai"]
+    assert "openai" in install.installed()
+    assert not install.installed() & (OPTIONAL - {"openai", "httpx2"})
+    (tmp_path / "app.py").write_text(OPENAI_APP)
+    ran = install.run("python", "app.py", model_server.base_url, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "Hello, world!\n"
+    report = _report(install, tmp_path / ".llmtrace" / "traces.jsonl", tmp_path)
+    assert {"ttft", "generation"} <= set(report["stages"])  # type: ignore[arg-type]
+
+
+def test_the_lowest_declared_versions_pass(dist: Dist) -> None:
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "test_min_deps.sh")],
+        env=clean_environment(LLMTRACE_WHEEL=str(dist.wheel)),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
