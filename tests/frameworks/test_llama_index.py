@@ -172,6 +172,17 @@ def _child_of(span: Any, parent: Any) -> None:
     )
 
 
+def _assert_rerank(trace: list[Any], reranker: str, root: Any) -> Any:
+    """The reranker's span, under the query: two candidates in, the top one out."""
+    rerank = _one(trace, f"rerank {reranker}")
+    assert rerank.attributes[semconv.STAGE] == "rerank"
+    assert rerank.attributes[semconv.RERANK_INPUT_COUNT] == 2
+    assert rerank.attributes[semconv.RERANK_TOP_N] == 1
+    assert rerank.attributes[semconv.RETRIEVAL_RETURNED] == 1
+    _child_of(rerank, root)
+    return rerank
+
+
 def _assert_query_trace(trace: list[Any], streamed: bool, request: Any = None) -> Any:
     """The query engine's trace: every span, its stage and its parent. Returns the model span."""
     root = _assert_tree(trace)
@@ -189,12 +200,7 @@ def _assert_query_trace(trace: list[Any], streamed: bool, request: Any = None) -
     assert embedding.attributes[semconv.GEN_AI_OPERATION_NAME] == "embeddings"
     assert embedding.attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
     _child_of(embedding, retrieval)
-    rerank = _one(trace, "rerank SlowReranker")
-    assert rerank.attributes[semconv.STAGE] == "rerank"
-    assert rerank.attributes[semconv.RERANK_INPUT_COUNT] == 2
-    assert rerank.attributes[semconv.RERANK_TOP_N] == 1
-    assert rerank.attributes[semconv.RETRIEVAL_RETURNED] == 1
-    _child_of(rerank, root)
+    _assert_rerank(trace, "SlowReranker", root)
     synthesizer = _one(trace, "CompactAndRefine")
     assert synthesizer.attributes[semconv.STAGE] == "postprocess"
     _child_of(synthesizer, root)
@@ -249,6 +255,37 @@ def _assert_ttft(span: Any, request: Any, delay: float) -> float:
     return error
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_query_engine_is_one_trace_with_every_stage(
+    streaming, model_server, spans, traced, tmp_path
+):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    engine = _query_engine(model_server, streaming=streaming)
+    spans.clear()
+    assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    _assert_query_trace(trace, streaming, _last_chat_request(model_server))
+    _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_async_query_engine_is_one_trace_with_every_stage(
+    streaming, model_server, spans, traced, tmp_path
+):
+    model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
+    engine = _query_engine(model_server, streaming=streaming)
+
+    async def main() -> str:
+        await _aread(await engine.aquery("warm up"))  # this event loop's first connection
+        spans.clear()
+        return await _aread(await engine.aquery("How much is the hub?"))
+
+    assert asyncio.run(main()) == "Hello, world!"
+    (trace,) = _by_trace(spans).values()
+    _assert_query_trace(trace, streaming, _last_chat_request(model_server))
+    _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
+
+
 def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
     model_server, spans, traced, tmp_path
 ):
@@ -294,12 +331,7 @@ def test_llm_reranker_is_a_rerank_span_with_its_model_call(
         engine.query("How long does the battery last?")
     (trace,) = _by_trace(spans).values()
     root = _assert_tree(trace)
-    rerank = _one(trace, "rerank LLMRerank")
-    assert rerank.attributes[semconv.STAGE] == "rerank"
-    assert rerank.attributes[semconv.RERANK_INPUT_COUNT] == 2
-    assert rerank.attributes[semconv.RERANK_TOP_N] == 1
-    assert rerank.attributes[semconv.RETRIEVAL_RETURNED] == 1
-    _child_of(rerank, root)
+    rerank = _assert_rerank(trace, "LLMRerank", root)
     ranking, answer = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
     _child_of(ranking, rerank)
     _child_of(answer, _one(trace, "CompactAndRefine"))
