@@ -191,10 +191,17 @@ class ModelCall:
 
     def headers_received(self, at: float | None = None) -> None:
         """Record the first moment the response headers were known (later reports are ignored)."""
-        if self.headers_at is None:
-            self.headers_at = time.monotonic() if at is None else at
-            if self.span.is_recording():
-                self.span.set_attribute(semconv.TIME_TO_HEADERS, self.headers_at - self.started_at)
+        time_to_headers = self.note_headers(time.monotonic() if at is None else at)
+        if time_to_headers is not None and self.span.is_recording():
+            self.span.set_attribute(semconv.TIME_TO_HEADERS, time_to_headers)
+
+    def note_headers(self, at: float) -> float | None:
+        """The time to headers if ``at`` is the first moment they were known, for the caller to
+        set with other attributes at once; None when they were known already."""
+        if self.headers_at is not None:
+            return None
+        self.headers_at = at
+        return at - self.started_at
 
 
 _current_model_call: ContextVar[ModelCall | None] = ContextVar("llmtrace_model_call", default=None)

@@ -92,47 +92,91 @@ def _default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
 
 
+# The transport events that make up the phases, by name without the connection's prefix
+# ("http11.", "http2.", "connection."): (slot the event's moment is kept in, attribute of the
+# phase it completes, slot of the moment that phase started). Every other event is passed on.
+_PhaseEvent = tuple[int | None, str | None, int]
+_PHASE_EVENTS: dict[str, _PhaseEvent] = {
+    "connect_tcp.started": (0, None, 0),
+    "connect_tcp.complete": (None, semconv.HTTP_CONNECT, 0),
+    "start_tls.started": (1, None, 0),
+    "start_tls.complete": (None, semconv.HTTP_TLS, 1),
+    "send_request_headers.started": (2, None, 0),
+    "send_request_body.complete": (3, semconv.HTTP_REQUEST_SENT, 2),
+    "receive_response_headers.complete": (4, semconv.HTTP_RESPONSE_HEADERS, 3),
+    "receive_response_body.complete": (None, semconv.HTTP_BODY_COMPLETE, 4),
+}
+
+
+class _PhaseEventsByName(dict[str, _PhaseEvent | None]):
+    """Full event name as the transport reports it -> its row above, or None: the prefix is
+    taken off once per name, not once per event (about ten events per request)."""
+
+    def __missing__(self, name: str) -> _PhaseEvent | None:
+        # "http11.send_request_headers.started" -> "send_request_headers.started"
+        row = _PHASE_EVENTS.get(name.split(".", 1)[1] if name.count(".") >= 2 else name)
+        if len(self) < 256:
+            self[name] = row
+        return row
+
+
+_phase_events_by_name = _PhaseEventsByName()
+
+
 class PhaseRecorder:
     """Turns the transport's trace events into ``llmtrace.http.*`` durations on one span.
 
     Installed as the request's ``trace`` extension itself (see :class:`SyncPhaseRecorder` and
     :class:`AsyncPhaseRecorder`), passing every event on to the callback it replaced, if any.
+    The durations known when the request returns (or fails) are set in one
+    :meth:`flush` with the model call's time to headers: setting one span attribute per event
+    costs more than the rest of the recording. A phase that completes later (the body of a
+    stream) is set when it does.
     """
 
-    __slots__ = ("_marks", "call", "existing", "span")
+    __slots__ = ("call", "existing", "moments", "pending", "span")
 
     def __init__(self, span: Span, call: ModelCall | None, existing: Any) -> None:
         self.span = span
         self.call = call
         self.existing = existing
-        self._marks: dict[str, float] = {}
+        self.moments: list[float | None] = [None, None, None, None, None]
+        self.pending: dict[str, Any] | None = {}
 
-    def on_event(self, name: str, info: Any) -> None:
+    def record(self, row: _PhaseEvent) -> None:
         try:
             now = time.monotonic()
-            # "http11.send_request_headers.started" -> "send_request_headers.started"
-            event = name.split(".", 1)[1] if name.count(".") >= 2 else name
-            marks = self._marks
-            marks[event] = now
-            attribute: str | None = None
-            since: float | None = None
-            if event == "connect_tcp.complete":
-                attribute, since = semconv.HTTP_CONNECT, marks.get("connect_tcp.started")
-            elif event == "start_tls.complete":
-                attribute, since = semconv.HTTP_TLS, marks.get("start_tls.started")
-            elif event == "send_request_body.complete":
-                attribute = semconv.HTTP_REQUEST_SENT
-                since = marks.get("send_request_headers.started")
-            elif event == "receive_response_headers.complete":
-                attribute = semconv.HTTP_RESPONSE_HEADERS
-                since = marks.get("send_request_body.complete")
-                if self.call is not None:
-                    self.call.headers_received(now)
-            elif event == "receive_response_body.complete":
-                attribute = semconv.HTTP_BODY_COMPLETE
-                since = marks.get("receive_response_headers.complete")
-            if attribute is not None and since is not None and self.span.is_recording():
-                self.span.set_attribute(attribute, now - since)
+            slot, attribute, started_slot = row
+            if slot is not None:
+                self.moments[slot] = now
+            if attribute is None:
+                return
+            started = self.moments[started_slot]
+            if started is not None:
+                self.set(attribute, now - started)
+            if attribute is semconv.HTTP_RESPONSE_HEADERS and self.call is not None:
+                time_to_headers = self.call.note_headers(now)
+                if time_to_headers is not None:
+                    self.set(semconv.TIME_TO_HEADERS, time_to_headers)
+        except Exception:
+            log_once(logger, "HTTP phase recording failed")
+
+    def set(self, attribute: str, value: Any) -> None:
+        pending = self.pending
+        if pending is not None:
+            pending[attribute] = value
+        elif self.span.is_recording():
+            self.span.set_attribute(attribute, value)
+
+    def flush(self, more: dict[str, Any] | None = None) -> None:
+        """Set what was collected so far (and ``more``) at once; later phases are set directly."""
+        pending = self.pending or {}
+        self.pending = None
+        if more:
+            pending.update(more)
+        try:
+            if pending and self.span.is_recording():
+                self.span.set_attributes(pending)
         except Exception:
             log_once(logger, "HTTP phase recording failed")
 
@@ -141,7 +185,9 @@ class SyncPhaseRecorder(PhaseRecorder):
     __slots__ = ()
 
     def __call__(self, name: str, info: Any) -> None:
-        self.on_event(name, info)
+        row = _phase_events_by_name[name]
+        if row is not None:
+            self.record(row)
         if self.existing is not None:
             self.existing(name, info)
 
@@ -150,7 +196,9 @@ class AsyncPhaseRecorder(PhaseRecorder):
     __slots__ = ()
 
     async def __call__(self, name: str, info: Any) -> None:
-        self.on_event(name, info)
+        row = _phase_events_by_name[name]
+        if row is not None:
+            self.record(row)
         if self.existing is not None:
             await self.existing(name, info)
 
@@ -218,14 +266,18 @@ def propagate_untraced(headers: Any) -> None:
         log_once(logger, "HTTP context injection failed")
 
 
-def _prepare(request: Any, span: Span, call: ModelCall | None, is_async: bool) -> None:
+def _prepare(
+    request: Any, span: Span, call: ModelCall | None, is_async: bool
+) -> PhaseRecorder | None:
     """Inject the trace context of ``span`` and hook the transport's phase events."""
     inject_trace_context(request.headers, span)
     if not span.is_recording():
-        return
+        return None
     extensions = request.extensions
-    recorder = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
-    extensions["trace"] = recorder(span, call, extensions.get("trace"))
+    recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
+    recorder = recorder_class(span, call, extensions.get("trace"))
+    extensions["trace"] = recorder
+    return recorder
 
 
 def start_network_span(method: str, url: str, host: str, port: int | None, scheme: str) -> Span:
@@ -338,28 +390,29 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             return wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:
+            recorder = _prepare_model_request(request, call, is_async=False)
             try:
-                _prepare(request, call.span, call, is_async=False)
-            except Exception:
-                log_once(logger, "HTTP request preparation failed")
-            response = wrapped(*args, **kwargs)
-            if kwargs.get("stream"):
-                call.headers_received()
-            _record_server_timings(call.span, response)
+                response = wrapped(*args, **kwargs)
+            except BaseException:
+                _flush(recorder)
+                raise
+            _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
             return response
         if _other_instrumentation_owns_spans(library_name):
             return wrapped(*args, **kwargs)
         try:
             span = _start_network_span(request)
-            _prepare(request, span, None, is_async=False)
+            recorder = _prepare(request, span, None, is_async=False)
         except Exception:
             log_once(logger, "HTTP span start failed")
             return wrapped(*args, **kwargs)
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
+            _flush(recorder)
             end_failed(span, exc)
             raise
+        _flush(recorder)
         return _after_response(span, response, EndingSyncStream)
 
     async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -368,43 +421,68 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             return await wrapped(*args, **kwargs)
         call = current_model_call()
         if call is not None:
+            recorder = _prepare_model_request(request, call, is_async=True)
             try:
-                _prepare(request, call.span, call, is_async=True)
-            except Exception:
-                log_once(logger, "HTTP request preparation failed")
-            response = await wrapped(*args, **kwargs)
-            if kwargs.get("stream"):
-                call.headers_received()
-            _record_server_timings(call.span, response)
+                response = await wrapped(*args, **kwargs)
+            except BaseException:
+                _flush(recorder)
+                raise
+            _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
             return response
         if _other_instrumentation_owns_spans(library_name):
             return await wrapped(*args, **kwargs)
         try:
             span = _start_network_span(request)
-            _prepare(request, span, None, is_async=True)
+            recorder = _prepare(request, span, None, is_async=True)
         except Exception:
             log_once(logger, "HTTP span start failed")
             return await wrapped(*args, **kwargs)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
+            _flush(recorder)
             end_failed(span, exc)
             raise
+        _flush(recorder)
         return _after_response(span, response, EndingAsyncStream)
 
     return send, async_send
 
 
-def _record_server_timings(span: Span, response: Any) -> None:
-    """Timings a server reports in headers (OpenAI ``openai-processing-ms``, TGI ``x-*-time``)
-    go on the model span as ``llmtrace.server.*`` seconds."""
+def _prepare_model_request(request: Any, call: ModelCall, is_async: bool) -> PhaseRecorder | None:
     try:
-        if span.is_recording():
-            timings = server_timings_from_raw_headers(response.headers.raw)
-            if timings:
-                span.set_attributes(timings)
+        return _prepare(request, call.span, call, is_async)
+    except Exception:
+        log_once(logger, "HTTP request preparation failed")
+        return None
+
+
+def _flush(recorder: PhaseRecorder | None) -> None:
+    if recorder is not None:
+        recorder.flush()
+
+
+def _after_model_response(
+    call: ModelCall, recorder: PhaseRecorder | None, response: Any, streamed: bool
+) -> None:
+    """The model span's attributes known once the response is back, set with the phases at once:
+    the time to headers of a streamed response (its body is still to come), and the timings a
+    server reports in headers (OpenAI ``openai-processing-ms``, TGI ``x-*-time``) as
+    ``llmtrace.server.*`` seconds."""
+    attributes: dict[str, Any] = {}
+    if streamed:
+        time_to_headers = call.note_headers(time.monotonic())
+        if time_to_headers is not None:
+            attributes[semconv.TIME_TO_HEADERS] = time_to_headers
+    try:
+        if call.span.is_recording():
+            attributes.update(server_timings_from_raw_headers(response.headers.raw))
     except Exception:
         log_once(logger, "server timing headers unreadable")
+    if recorder is not None:
+        recorder.flush(attributes)
+    elif attributes and call.span.is_recording():
+        call.span.set_attributes(attributes)
 
 
 def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
