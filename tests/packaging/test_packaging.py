@@ -214,6 +214,21 @@ def _report(install: Install, trace_file: Path, cwd: Path) -> dict[str, object]:
     return report
 
 
+def test_import_llmtrace_loads_no_optional_library_even_when_all_are_installed() -> None:
+    # This interpreter's environment has every extra installed (scripts/setup.sh).
+    modules = {"openai", "anthropic", "httpx2", "requests", "chromadb", "qdrant_client", "faiss"}
+    modules |= {"langchain_core", "litellm", "llama_index", "numpy", "fastapi", "llama_cpp"}
+    script = (
+        "import sys, llmtrace; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(modules)!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n"
+
+
 def test_the_wheel_carries_the_package_the_native_reader_and_the_metadata(dist: Dist) -> None:
     assert dist.wheel.name == f"llmtrace-{llmtrace.__version__}-cp311-abi3-linux_x86_64.whl"
     with zipfile.ZipFile(dist.wheel) as wheel:
