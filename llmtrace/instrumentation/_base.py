@@ -180,14 +180,41 @@ def get_tracer() -> Tracer:
 
 
 class ModelCall:
-    """One model call in flight: its span and when its request was issued (monotonic clock)."""
+    """One model call in flight: its span and when its request was issued (monotonic clock).
 
-    __slots__ = ("headers_at", "span", "started_at")
+    ``collected``: when not None, attributes known during the call (the HTTP phases, the time to
+    headers) are gathered there, for the call's end to set together with the response's (each
+    call to set attributes on a span costs more than an attribute in it); the end takes them
+    with :meth:`take_collected`. None: they are set as they are known.
+    """
+
+    __slots__ = ("collected", "headers_at", "span", "started_at")
 
     def __init__(self, span: Span, started_at: float) -> None:
         self.span = span
         self.started_at = started_at
         self.headers_at: float | None = None
+        self.collected: dict[str, Any] | None = None
+
+    def add_attributes(self, attributes: dict[str, Any]) -> None:
+        """Attributes known during the call: gathered for its end, or else set now."""
+        collected = self.collected
+        if collected is not None:
+            collected.update(attributes)
+        elif self.span.is_recording():
+            self.span.set_attributes(attributes)
+
+    def take_collected(self) -> dict[str, Any]:
+        """What was gathered for the end (emptied: anything known later is set directly)."""
+        collected = self.collected
+        self.collected = None
+        return collected if collected is not None else {}
+
+    def set_collected(self) -> None:
+        """Set what was gathered now (a call that does not end with a whole response)."""
+        collected = self.take_collected()
+        if collected and self.span.is_recording():
+            self.span.set_attributes(collected)
 
     def headers_received(self, at: float | None = None) -> None:
         """Record the first moment the response headers were known (later reports are ignored)."""

@@ -128,10 +128,10 @@ class PhaseRecorder:
 
     Installed as the request's ``trace`` extension itself (see :class:`SyncPhaseRecorder` and
     :class:`AsyncPhaseRecorder`), passing every event on to the callback it replaced, if any.
-    The durations known when the request returns (or fails) are set in one
-    :meth:`flush` with the model call's time to headers: setting one span attribute per event
-    costs more than the rest of the recording. A phase that completes later (the body of a
-    stream) is set when it does.
+    The durations known when the request returns (or fails) are handed over in one
+    :meth:`flush` with the model call's time to headers (to the model call, which sets them with
+    its response's): setting one span attribute per event costs more than the rest of the
+    recording. A phase that completes later (the body of a stream) is set when it does.
     """
 
     __slots__ = ("call", "existing", "moments", "pending", "span")
@@ -175,7 +175,11 @@ class PhaseRecorder:
         if more:
             pending.update(more)
         try:
-            if pending and self.span.is_recording():
+            if not pending:
+                return
+            if self.call is not None:
+                self.call.add_attributes(pending)
+            elif self.span.is_recording():
                 self.span.set_attributes(pending)
         except Exception:
             log_once(logger, "HTTP phase recording failed")
@@ -481,8 +485,8 @@ def _after_model_response(
         log_once(logger, "server timing headers unreadable")
     if recorder is not None:
         recorder.flush(attributes)
-    elif attributes and call.span.is_recording():
-        call.span.set_attributes(attributes)
+    elif attributes:
+        call.add_attributes(attributes)
 
 
 def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:

@@ -149,7 +149,9 @@ class Plan:
     span_name: str
     attributes: dict[str, Any]
     parser_factory: Callable[[], ChunkParser]
-    record_response: Callable[[Span, Any], None]
+    # (span, whole response or None, attributes gathered during the call): sets the response's
+    # attributes and the gathered ones on the span, in one call.
+    record_response: Callable[[Span, Any, dict[str, Any]], None]
     # Replacement positional/keyword arguments (e.g. stream_options injected), or None.
     args: tuple[Any, ...] | None = None
     kwargs: dict[str, Any] | None = None
@@ -171,8 +173,9 @@ class SDKTypes:
 def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     span = call.span
     try:
+        collected = call.take_collected()
         if span.is_recording():
-            plan.record_response(span, response)
+            plan.record_response(span, response, collected)
         span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "model response recording failed")
@@ -209,6 +212,7 @@ def _finish(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
     else:
         traced = None
     if traced is not None:
+        call.set_collected()
         call.headers_received()
         recorder = StreamRecorder(
             call.span, started_at=call.started_at, parser=plan.parser_factory()
@@ -231,6 +235,7 @@ def _finish_raw(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> An
             log_once(logger, "raw model response decoding failed")
         _end_with(call, plan, body)
         return result
+    call.set_collected()
     return TracedRawResponse(result, call, plan, types)
 
 
@@ -333,7 +338,9 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
                 plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
             )
             note_provider_call()
-            return plan, ModelCall(span, started_at)
+            call = ModelCall(span, started_at)
+            call.collected = {}
+            return plan, call
         except Exception:
             log_once(logger, "model call span start failed")
             return None
@@ -401,7 +408,10 @@ def _finished(result: Any, call: ModelCall, finish: Finish, extra: tuple[Any, ..
         return finish(result, call, *extra)
     except Exception:
         log_once(logger, "model call span end failed")
-        call.span.end()
+        try:
+            call.set_collected()
+        finally:
+            call.span.end()
         return result
 
 
@@ -410,6 +420,7 @@ def fail_model_call(call: ModelCall, exc: BaseException) -> None:
     a cancellation (not an ``Exception``) is recorded as such, not as an error."""
     span = call.span
     try:
+        call.set_collected()
         status_code = getattr(exc, "status_code", None)
         if isinstance(status_code, int) and not isinstance(status_code, bool):
             span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)

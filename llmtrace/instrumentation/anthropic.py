@@ -63,10 +63,13 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     return attributes
 
 
-def _record_message(span: Span, message: Any, output_budget: tuple[int, Any] | None) -> None:
+def _record_message(
+    span: Span, message: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
+) -> None:
     if message is None:
+        if attributes:
+            span.set_attributes(attributes)
         return
-    attributes: dict[str, Any] = {}
     message_id = field_of(message, "id")
     if isinstance(message_id, str):
         attributes[semconv.GEN_AI_RESPONSE_ID] = message_id
@@ -210,7 +213,9 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         span_name=f"chat {model}" if model else "chat",
         attributes=attributes,
         parser_factory=lambda: MessageEventParser(text_budget, redact if capture else None),
-        record_response=lambda span, message: _record_message(span, message, output_budget),
+        record_response=lambda span, message, attributes: _record_message(
+            span, message, attributes, output_budget
+        ),
     )
 
 

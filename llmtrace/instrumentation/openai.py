@@ -161,13 +161,17 @@ def _server_timings(span: Span, timings: Any) -> None:
 
 
 def _record_response(
-    span: Span, response: Any, output_budget: tuple[int, Any] | None = None
+    span: Span,
+    response: Any,
+    attributes: dict[str, Any],
+    output_budget: tuple[int, Any] | None = None,
 ) -> None:
-    """Write what a whole (non-streamed) response says onto the span."""
+    """Write what a whole (non-streamed) response says onto the span, with ``attributes``."""
     if response is None:
+        if attributes:
+            span.set_attributes(attributes)
         return
     get = fields_of(response).get
-    attributes: dict[str, Any] = {}
     response_id = get("id")
     if isinstance(response_id, str):
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
