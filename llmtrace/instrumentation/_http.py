@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from opentelemetry import baggage, propagate, trace
+from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind
@@ -47,7 +48,7 @@ from llmtrace.instrumentation._base import (
     is_suppressed,
     should_trace_http,
 )
-from llmtrace.server.timings import server_timings_from_raw_headers
+from llmtrace.server.timings import _MILLISECOND_HEADER_BYTES, server_timings_from_raw_headers
 from llmtrace.span_errors import end_failed, record_error_code
 
 logger = logging.getLogger(__name__)
@@ -210,6 +211,37 @@ class AsyncPhaseRecorder(PhaseRecorder):
 # The global propagator last seen to be OpenTelemetry's default (W3C trace context, then baggage).
 _default_propagator: object = None
 _BAGGAGE = W3CBaggagePropagator()
+# Where the context keeps baggage: read directly, without the copy baggage.get_all() returns.
+_BAGGAGE_KEY: str | None = getattr(baggage, "_BAGGAGE_KEY", None)
+
+# The Headers classes of httpx and httpx2 (added by client_patches). They keep the headers as a
+# list of (name, lowercased name, value) byte triples, read and appended to here directly on
+# every request: their ``__setitem__`` scans and re-encodes every header, and ``raw`` copies
+# them all, each costing more than the rest of what is done with them.
+_TRIPLE_HEADERS: set[Any] = set()
+
+
+def _set_traceparent(headers: Any, value: str) -> None:
+    if headers.__class__ in _TRIPLE_HEADERS:
+        entries = headers._list
+        for entry in entries:
+            if entry[1] == b"traceparent":
+                break
+        else:
+            entries.append((b"traceparent", b"traceparent", value.encode("ascii")))
+            return
+    headers["traceparent"] = value
+
+
+def _server_timings(headers: Any) -> dict[str, float]:
+    """The server's timing headers (most responses have none: then no header is copied)."""
+    if headers.__class__ in _TRIPLE_HEADERS:
+        for entry in headers._list:
+            if entry[1] in _MILLISECOND_HEADER_BYTES:
+                break
+        else:
+            return {}
+    return server_timings_from_raw_headers(headers.raw)
 
 
 def _is_default_propagator(propagator: object) -> bool:
@@ -240,13 +272,15 @@ def inject_trace_context(headers: Any, span: Span) -> None:
         return
     span_context = span.get_span_context()
     if span_context != INVALID_SPAN_CONTEXT:
-        headers["traceparent"] = (
-            f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}"
-            f"-{span_context.trace_flags:02x}"
+        # Lowercase hex, as the format spec "032x" would write it, for less.
+        _set_traceparent(
+            headers,
+            f"00-{span_context.trace_id.to_bytes(16, 'big').hex()}"
+            f"-{span_context.span_id.to_bytes(8, 'big').hex()}-{span_context.trace_flags:02x}",
         )
         if span_context.trace_state:
             headers["tracestate"] = span_context.trace_state.to_header()
-    if baggage.get_all():
+    if otel_context.get_current().get(_BAGGAGE_KEY) if _BAGGAGE_KEY else baggage.get_all():
         _BAGGAGE.inject(headers)
 
 
@@ -480,7 +514,7 @@ def _after_model_response(
             attributes[semconv.TIME_TO_HEADERS] = time_to_headers
     try:
         if call.span.is_recording():
-            attributes.update(server_timings_from_raw_headers(response.headers.raw))
+            attributes.update(_server_timings(response.headers))
     except Exception:
         log_once(logger, "server timing headers unreadable")
     if recorder is not None:
@@ -507,6 +541,7 @@ def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
 def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
     """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``."""
     library = importlib.import_module(module_name)
+    _TRIPLE_HEADERS.add(library.Headers)
     send, async_send = make_send_wrappers(library, module_name)
     return [(module_name, "Client.send", send), (module_name, "AsyncClient.send", async_send)]
 
