@@ -31,8 +31,7 @@ from _peers import LABELS, arguments, chosen, measure, per_call_table, stream_ta
 
 CLIENTS = ["openai", "openai-stream", "openai-stream-long", "anthropic", "anthropic-long"]
 # Who instruments what: OpenTelemetry's openai-v2 does not know Anthropic, and Langfuse has no
-# Anthropic integration of its own (its documentation sends Anthropic users to OpenInference or
-# OpenLLMetry); the decorator row is for the projects that have one.
+# Anthropic client wrapper of its own; the decorator row is for the projects that have one.
 SCENARIOS = {
     "none": [*CLIENTS, "decorator"],
     "anthropic-own": ["anthropic", "anthropic-long"],
