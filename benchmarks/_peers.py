@@ -123,7 +123,7 @@ def peers_python() -> str:
     return str(venv / "bin" / "python")
 
 
-def _callgrind_start_library() -> str | None:
+def callgrind_start_library() -> str | None:
     """A shared library whose ``start()`` turns callgrind's instrumentation on, built once."""
     source = (
         "#include <valgrind/callgrind.h>\nvoid start(void) { CALLGRIND_START_INSTRUMENTATION; }\n"
@@ -198,7 +198,7 @@ def measure(
         source = Path(snapshot.name)
     else:
         source = ROOT
-    library = _callgrind_start_library() if instructions else None
+    library = callgrind_start_library() if instructions else None
     if instructions and shutil.which("valgrind") is None:
         print("valgrind not installed (apt-get install valgrind): wall clock only")
         instructions = False
