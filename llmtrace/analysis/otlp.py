@@ -268,6 +268,7 @@ class SpanCollector:
         kept = KEPT_ATTRIBUTES
         hashed = HASHED_ATTRIBUTES
         table = TABLE_ATTRIBUTES
+        no_foreign: dict[str, Any] = {}  # shared, never written to
         families = self.families
         intern = _intern
         decode = attribute_value
@@ -276,81 +277,89 @@ class SpanCollector:
         min_int = _MIN_INT64
         max_int = _MAX_INT64
         added = 0
-        for raw in raw_spans:
-            trace_id = raw["traceId"]
-            trace_id = trace_id.lower() if len(trace_id) == 32 else normalize_id(trace_id, 32)
-            span_id = raw["spanId"]
-            span_id = span_id.lower() if len(span_id) == 16 else normalize_id(span_id, 16)
-            parent_id = raw.get("parentSpanId")
-            if parent_id is None or parent_id == "":
-                parent_id = None  # a root
-            else:
-                parent_id = (
-                    parent_id.lower() if len(parent_id) == 16 else normalize_id(parent_id, 16)
-                )
-            kind = raw.get("kind", 0)
-            if kind.__class__ is not int:
-                kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
-            attributes: dict[str, Any] = {}
-            foreign: dict[str, Any] = {}
-            raw_attributes = raw.get("attributes")
-            if raw_attributes.__class__ is not list:
-                raw_attributes = _items(raw_attributes, "attributes")
-            for attr in raw_attributes:
-                key = attr["key"]
-                if key in kept:
-                    value = attr["value"]
-                    if "stringValue" in value:
-                        attributes[intern(key)] = intern(value["stringValue"])
-                    elif "doubleValue" in value:
-                        number = value["doubleValue"]
-                        attributes[intern(key)] = (
-                            number if number.__class__ is float else to_float(number)
-                        )
-                    elif "intValue" in value:
-                        number = value["intValue"]
-                        if number.__class__ is str and len(number) < 19 and number.isascii():
-                            attributes[intern(key)] = int(number)  # 18 characters fit 64 bits
+        try:
+            for raw in raw_spans:
+                trace_id = raw["traceId"]
+                trace_id = trace_id.lower() if len(trace_id) == 32 else normalize_id(trace_id, 32)
+                span_id = raw["spanId"]
+                span_id = span_id.lower() if len(span_id) == 16 else normalize_id(span_id, 16)
+                parent_id = raw.get("parentSpanId")
+                if parent_id is None or parent_id == "":
+                    parent_id = None  # a root
+                else:
+                    parent_id = (
+                        parent_id.lower() if len(parent_id) == 16 else normalize_id(parent_id, 16)
+                    )
+                kind = raw.get("kind", 0)
+                if kind.__class__ is not int:
+                    kind = _KIND_NAMES.get(kind, 0) if isinstance(kind, str) else 0
+                attributes: dict[str, Any] = {}
+                foreign = no_foreign  # made only for a span with attributes only the table reads
+                raw_attributes = raw.get("attributes")
+                if raw_attributes.__class__ is not list:
+                    raw_attributes = _items(raw_attributes, "attributes")
+                for attr in raw_attributes:
+                    key = attr["key"]
+                    if key in kept:
+                        value = attr["value"]
+                        if "stringValue" in value:
+                            attributes[intern(key)] = intern(value["stringValue"])
+                        elif "doubleValue" in value:
+                            number = value["doubleValue"]
+                            attributes[intern(key)] = (
+                                number if number.__class__ is float else to_float(number)
+                            )
+                        elif "intValue" in value:
+                            number = value["intValue"]
+                            if number.__class__ is str and len(number) < 19 and number.isascii():
+                                attributes[intern(key)] = int(number)  # 18 characters fit 64 bits
+                            else:
+                                attributes[intern(key)] = to_int(number)
                         else:
-                            attributes[intern(key)] = to_int(number)
-                    else:
-                        value = decode(value)
-                        attributes[intern(key)] = stage_name(value) if key == _STAGE else value
-                elif key in hashed:
-                    attributes[intern(key)] = hash(str(decode(attr["value"])))
-                elif key in table:
-                    foreign[key] = decode(attr["value"])
-            name = raw.get("name")
-            name = "" if name is None else intern(name)
-            # times are strings of ASCII digits, as OTLP/JSON writes 64-bit integers, or else
-            # integer() says what they are
-            start = raw.get("startTimeUnixNano") or 0
-            start = int(start) if start.__class__ is str and start.isascii() else to_int(start)
-            end = raw.get("endTimeUnixNano") or 0
-            end = int(end) if end.__class__ is str and end.isascii() else to_int(end)
-            if not (min_int <= start <= max_int and min_int <= end <= max_int):
-                raise ValueError(f"time out of range: {start}, {end}")
-            spans = by_trace.get(trace_id)
-            if spans is None:
-                spans = by_trace[trace_id] = {}
-            elif span_id in spans:
-                continue  # the same span read twice (overlapping files or query pages)
-            family = scope_family or conventions.span_family(None, attributes, foreign)
-            if family is not None:
-                families[family] = families.get(family, 0) + 1
-            assigned = None
-            if _STAGE not in attributes:
-                events = raw.get("events")
-                first_token_at = first_token_event(events) if events else None
-                assigned = conventions.normalize(attributes, foreign, first_token_at, start)
-                if assigned is None:
-                    self.unassigned += 1
-            spans[span_id] = span = Span(
-                span_id, parent_id, name, kind, start, end, attributes, service
-            )
-            if assigned and attributes[_STAGE] == _MODEL_CALL:
-                self.inferred_calls.append(span)
-            added += 1
+                            value = decode(value)
+                            attributes[intern(key)] = stage_name(value) if key == _STAGE else value
+                    elif key in hashed:
+                        attributes[intern(key)] = hash(str(decode(attr["value"])))
+                    elif key in table:
+                        if foreign is no_foreign:
+                            foreign = {}
+                        foreign[key] = decode(attr["value"])
+                name = raw.get("name")
+                name = "" if name is None else intern(name)
+                # times are strings of ASCII digits, as OTLP/JSON writes 64-bit integers, or else
+                # integer() says what they are
+                start = raw.get("startTimeUnixNano") or 0
+                start = int(start) if start.__class__ is str and start.isascii() else to_int(start)
+                end = raw.get("endTimeUnixNano") or 0
+                end = int(end) if end.__class__ is str and end.isascii() else to_int(end)
+                if not (min_int <= start <= max_int and min_int <= end <= max_int):
+                    raise ValueError(f"time out of range: {start}, {end}")
+                spans = by_trace.get(trace_id)
+                if spans is None:
+                    spans = by_trace[trace_id] = {}
+                elif span_id in spans:
+                    continue  # the same span read twice (overlapping files or query pages)
+                if scope_family is None:  # else counted once for the scope's spans, below
+                    family = conventions.span_family(None, attributes, foreign)
+                    if family is not None:
+                        families[family] = families.get(family, 0) + 1
+                assigned = None
+                if _STAGE not in attributes:
+                    events = raw.get("events")
+                    first_token_at = first_token_event(events) if events else None
+                    assigned = conventions.normalize(attributes, foreign, first_token_at, start)
+                    if assigned is None:
+                        self.unassigned += 1
+                spans[span_id] = span = Span(
+                    span_id, parent_id, name, kind, start, end, attributes, service
+                )
+                if assigned and attributes[_STAGE] == _MODEL_CALL:
+                    self.inferred_calls.append(span)
+                added += 1
+        finally:
+            # a span that is not OTLP ends the document; those before it were added
+            if scope_family is not None and added:
+                families[scope_family] = families.get(scope_family, 0) + added
         return added
 
     def assemble(self) -> tuple[list[Trace], int]:
