@@ -61,6 +61,20 @@ def _class_has(cls: type, name: str) -> bool:
     return hasattr(cls, name)
 
 
+class _ModelFields(dict[type, Any]):
+    """Class -> its pydantic fields, or None when it is not a pydantic model: read through the
+    class (and pydantic's metaclass) each time otherwise, several times per model call."""
+
+    def __missing__(self, cls: type) -> Any:
+        fields = getattr(cls, "__pydantic_fields__", None)
+        if len(self) < 1024:
+            self[cls] = fields
+        return fields
+
+
+_model_fields = _ModelFields()
+
+
 def field_of(obj: Any, name: str) -> Any:
     """``obj.name`` for SDK models, ``obj[name]`` for decoded JSON; None when absent.
 
@@ -74,7 +88,7 @@ def field_of(obj: Any, name: str) -> Any:
     cls = obj.__class__
     if cls is dict:
         return obj.get(name)
-    fields = getattr(cls, "__pydantic_fields__", None)
+    fields = _model_fields[cls]
     if fields is not None:
         if name in fields:
             return obj.__dict__.get(name)
@@ -131,7 +145,7 @@ def fields_of(obj: Any) -> Fields:
         fields = _NO_FIELDS
     elif obj.__class__ is dict:
         fields = obj
-    elif getattr(obj.__class__, "__pydantic_fields__", None) is not None:
+    elif _model_fields[obj.__class__] is not None:
         extra = obj.__pydantic_extra__
         # Fields win over extra values of the same name, as in field_of.
         fields = {**extra, **obj.__dict__} if extra else obj.__dict__

@@ -101,9 +101,13 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def usage_attributes(usage: Any) -> dict[str, int]:
     """Token counts from a Chat Completions or Responses ``usage`` object (only those reported)."""
-    attributes: dict[str, int] = {}
-    if usage is None:
-        return attributes
+    attributes: dict[str, Any] = {}
+    if usage is not None:
+        _add_usage(attributes, usage)
+    return attributes
+
+
+def _add_usage(attributes: dict[str, Any], usage: Any) -> None:
     get = fields_of(usage).get
     input_tokens = get("prompt_tokens")
     if input_tokens is None:
@@ -126,7 +130,6 @@ def usage_attributes(usage: Any) -> dict[str, int]:
         reasoning = fields_of(details).get("reasoning_tokens")
         if _is_count(reasoning):
             attributes[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-    return attributes
 
 
 def _is_count(value: Any) -> bool:
@@ -197,7 +200,9 @@ def _record_response(
                 embedding = field_of(data[0], "embedding")
                 if isinstance(embedding, list):
                     attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
-    attributes.update(usage_attributes(get("usage")))
+    usage = get("usage")
+    if usage is not None:
+        _add_usage(attributes, usage)
     if output_budget is not None:
         text = _output_text(response)
         if text:
