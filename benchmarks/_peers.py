@@ -263,7 +263,7 @@ def _run_child(
         env = {
             **os.environ,
             "PYTHONHASHSEED": "0",
-            # Ahead of the editable install in the peers' environment: the llmtrace measured.
+            # The llmtrace measured (the peers' environment has none installed).
             "PYTHONPATH": str(source),
             # Peers that phone home or look for their cloud keys: off, so nothing leaves the machine.
             "TRACELOOP_TELEMETRY": "false",
