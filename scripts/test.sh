@@ -2,8 +2,9 @@
 # The whole test suite from a fresh clone: installs what it needs, then lint, types and pytest.
 #   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
 #   2. Jaeger v2 and the OpenTelemetry Collector built from source (scripts/backends.sh, cached)
-#   3. Debian's Chromium for the HTML report check, when missing
-#   4. ruff, mypy --strict on the package, pytest (extra arguments go to pytest)
+#   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
+#   4. Debian's Chromium for the HTML report check, when missing
+#   5. ruff, mypy --strict on the package, pytest (extra arguments go to pytest)
 # Idempotent: a second run reuses the environment, the binaries and the wheel cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,8 @@ log() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
 bash scripts/setup.sh
 log "backends (Jaeger v2, OpenTelemetry Collector)"
 bash scripts/backends.sh >/dev/null
+log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
+bash scripts/peers.sh
 if ! command -v chromium >/dev/null 2>&1; then
   log "installing Debian's chromium for the HTML report check"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
