@@ -98,6 +98,7 @@ class StreamRecorder:
         "__weakref__",
         "_end_lock",
         "chunk_count",
+        "collected",
         "ended",
         "first_chunk_at",
         "first_token_at",
@@ -129,6 +130,9 @@ class StreamRecorder:
         self.chunk_count = 0
         self.ended = False
         self._end_lock = threading.Lock()
+        # Attributes gathered for the end by whoever started the stream (a model call's HTTP
+        # phases and time to headers), set with the stream's own: one call to set them all.
+        self.collected: dict[str, Any] | None = None
 
     def on_chunk(self, chunk: Any) -> None:
         """Called once per chunk, before the caller sees it. Never raises."""
@@ -172,6 +176,8 @@ class StreamRecorder:
                 tokens = self.parser.output_tokens()
                 if tokens and generation_time > 0:
                     attributes[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            if self.collected:
+                attributes.update(self.collected)
             span.set_attributes(attributes)
             self.parser.finish(span)
             if how == "completed":

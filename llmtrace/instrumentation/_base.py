@@ -219,8 +219,8 @@ class ModelCall:
     def headers_received(self, at: float | None = None) -> None:
         """Record the first moment the response headers were known (later reports are ignored)."""
         time_to_headers = self.note_headers(time.monotonic() if at is None else at)
-        if time_to_headers is not None and self.span.is_recording():
-            self.span.set_attribute(semconv.TIME_TO_HEADERS, time_to_headers)
+        if time_to_headers is not None:
+            self.add_attributes({semconv.TIME_TO_HEADERS: time_to_headers})
 
     def note_headers(self, at: float) -> float | None:
         """The time to headers if ``at`` is the first moment they were known, for the caller to

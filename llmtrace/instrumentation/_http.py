@@ -164,6 +164,9 @@ class PhaseRecorder:
 
     def set(self, attribute: str, value: Any) -> None:
         pending = self.pending
+        if pending is None and self.call is not None:
+            # Gathered for the model call's end (a stream's), when it gathers any.
+            pending = self.call.collected
         if pending is not None:
             pending[attribute] = value
         elif self.span.is_recording():

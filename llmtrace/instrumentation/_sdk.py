@@ -226,11 +226,12 @@ def _finish(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
     else:
         traced = None
     if traced is not None:
-        call.set_collected()
         call.headers_received()
         recorder = StreamRecorder(
             call.span, started_at=call.started_at, parser=plan.parser_factory()
         )
+        # Set at the stream's end, with the phases that complete while it is read.
+        recorder.collected = call.collected
         return traced(result, recorder)
     if _is_raw_response(result):
         return _finish_raw(result, call, plan, types)
