@@ -11,6 +11,7 @@
 # - OpenLLMetry (traceloop-sdk, with its openai, anthropic and langchain instrumentations);
 # - OpenInference's openai, anthropic and langchain instrumentations;
 # - Langfuse (its @observe decorator and its openai wrapper);
+# - Pydantic Logfire (logfire 5.4.0 accepts OpenTelemetry < 1.46);
 # - OpenLIT 1.45.0, installed --no-deps: its declared dependencies pin an older OpenTelemetry and
 #   older clients; what it imports at run time is installed by name;
 # - not llmtrace itself: the benchmarks put its source on PYTHONPATH (it accepts OpenTelemetry
@@ -96,6 +97,9 @@ log "installing OpenInference's openai, anthropic, langchain and llama-index ins
 log "installing Langfuse"
 "${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" langfuse
 
+log "installing Logfire"
+"${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" logfire
+
 log "installing OpenLIT 1.45.0 without its dependencies (pip then lists the ones it declares: expected)"
 "${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" --no-deps openlit==1.45.0
 "${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" \
@@ -118,12 +122,12 @@ for name in (
     "opentelemetry.instrumentation.openai_v2", "traceloop.sdk",
     "openinference.instrumentation.openai", "openinference.instrumentation.anthropic",
     "openinference.instrumentation.langchain", "openinference.instrumentation.llama_index",
-    "langfuse", "openlit", "llmtrace",
+    "langfuse", "logfire", "openlit", "llmtrace",
 ):
     importlib.import_module(name)
 EOF
 "$VENV/bin/python" -m pip --disable-pip-version-check list 2>/dev/null \
-  | grep -iE '^(openai|anthropic|opentelemetry-(api|sdk|instrumentation-openai-v2|util-genai)|openlit|traceloop-sdk|openinference-instrumentation-(openai|anthropic|langchain)|langfuse|langchain-core|llama-index-core) ' \
+  | grep -iE '^(openai|anthropic|opentelemetry-(api|sdk|instrumentation-openai-v2|util-genai)|openlit|traceloop-sdk|openinference-instrumentation-(openai|anthropic|langchain)|langfuse|logfire|langchain-core|llama-index-core) ' \
   | sed 's/^/  /'
 echo "$want" > "$VENV/.peers-stamp"
 log "done: $VENV"

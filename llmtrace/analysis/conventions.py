@@ -115,6 +115,9 @@ def _when(*pairs: tuple[str, tuple[str, ...]]) -> tuple[tuple[str, tuple[str, ..
 
 
 STAGE_RULES: tuple[StageRule, ...] = (
+    # Logfire's logs are instants, never a stage: the log closing its instrumented stream
+    # ("streaming response from ... took ...") repeats the call's GenAI attributes
+    StageRule(None, _when(("logfire.span_type", ("log",)))),
     # OpenTelemetry GenAI conventions (and everyone who writes them: OpenLLMetry, OpenLIT,
     # Logfire, the openai-v2 instrumentation)
     StageRule(
@@ -164,7 +167,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("postprocess", _when(("langfuse.observation.type", ("guardrail", "evaluator")))),
     StageRule(None, _when(("langfuse.observation.type", ("span", "agent", "chain", "event")))),
     # Logfire: its spans and logs are application structure unless a rule above says more
-    StageRule(None, _when(("logfire.span_type", ("span", "log", "pending_span")))),
+    StageRule(None, _when(("logfire.span_type", ("span", "pending_span")))),
 )
 
 ALIASES: tuple[Alias, ...] = (

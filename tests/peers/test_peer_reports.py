@@ -3,7 +3,8 @@
 Each peer runs a small RAG application (``apps/rag_app.py``) in the peers virtualenv
 (``scripts/peers.sh``), against the simulated model server with a 300 ms first token; its spans
 are written as OTLP JSON by the OpenTelemetry SDK's own encoder, and the real command line reads
-them, natively and in Python.
+them, natively and in Python. The same spans, sent as OTLP protobuf to a real Collector, are read
+back from Jaeger and give the same report.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.servers.model_server import ModelServer
@@ -32,17 +37,39 @@ PEERS_PYTHON = (
 )
 REQUESTS = 5
 FIRST_TOKEN = 0.300
-FIRST_TOKEN_SLACK = 0.030
+# The report's TTFT against what the server did (the injected delay plus its own lateness): the
+# client's share of a first-token time is sending the request and reading the first chunk
+TTFT_OVER_SERVER = 0.010
+# Any one request's client share, loosely: a stall of the shared machine lands here
+CLIENT_OVERHEAD_MAX = 0.030
 
-# peer: (whether it records a first-token time on the span, whether its idiom has a retrieval
-# span llmtrace can recognise)
+
+@dataclass(frozen=True)
+class Peer:
+    records_first_token: bool
+    """whether it records a first-token time on the model call's span"""
+    has_retrieval: bool
+    """whether its idiom has a retrieval span llmtrace can recognise"""
+    usage_on_the_call: bool = True
+    """whether the token counts are on the model call's span"""
+    times_from_the_headers: bool = False
+    """whether its first-token time starts when the response headers are in, not at the request"""
+
+
 PEERS = {
     # openai-v2 2.4b0 does not hand stream chunks to util-genai 1.1b0: no first-token time
-    "opentelemetry-genai": (False, True),
-    "openinference": (True, True),
-    "langfuse": (True, True),
+    "opentelemetry-genai": Peer(False, True),
+    "openinference": Peer(True, True),
+    "langfuse": Peer(True, True),
     # traceloop's @task is structure; a retrieval shows only through an instrumented vector store
-    "openllmetry": (False, False),
+    "openllmetry": Peer(False, False),
+    # Logfire's call span ends when the response headers are in; the stream's end is a log (an
+    # instant, carrying the token counts) and no first-token time is written anywhere
+    "logfire": Peer(False, True, usage_on_the_call=False),
+    # OpenLIT 1.45.0 times its gen_ai.server.time_to_first_token from when the stream object is
+    # handed back (the response headers are in) to the first chunk of any kind, the role-only
+    # one included, which servers send with the headers: a fraction of a millisecond
+    "openlit": Peer(True, True, times_from_the_headers=True),
 }
 
 
@@ -53,10 +80,34 @@ def peers_python() -> Path:
     return PEERS_PYTHON
 
 
-def _report(path: Path, native: bool) -> dict[str, Any]:
+def _serve(model_server: ModelServer) -> None:
+    # nothing before the first token: the role-only first chunk comes with it, as a server that
+    # streams from its first token sends it (the peers time the first chunk)
+    model_server.configure(
+        headers_delay=FIRST_TOKEN,
+        first_token_delay=FIRST_TOKEN,
+        token_delay=0.01,
+        tokens=["Paris", " has", " 2.1", " million", " people", "."],
+    )
+
+
+def _run_app(
+    peer: str, python: Path, model_server: ModelServer, where: Path, *collector: str
+) -> Path:
+    """The peer's application, REQUESTS requests; its spans in a file (and to a Collector, given
+    its OTLP/gRPC endpoint and a service name)."""
+    path = where / f"{peer}.jsonl"
+    env = clean_environment(OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental")
+    argv = [str(python), str(APP), peer, model_server.base_url, str(path), str(REQUESTS)]
+    result = run([*argv, *collector], where, env)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def _report(*args: str, native: bool = True) -> dict[str, Any]:
     env = clean_environment(PYTHONPATH=str(REPO), LLMTRACE_NATIVE="1" if native else "0")
     result = subprocess.run(
-        [sys.executable, "-m", "llmtrace", "report", str(path), "--format", "json"],
+        [sys.executable, "-m", "llmtrace", "report", *args, "--format", "json"],
         capture_output=True,
         text=True,
         env=env,
@@ -69,8 +120,9 @@ def _report(path: Path, native: bool) -> dict[str, Any]:
 
 
 def _recorded_first_tokens(path: Path) -> list[float]:
-    """First-token times (seconds after the span's start) as the peers wrote them: OpenInference's
-    first-token event, Langfuse's completion start time."""
+    """First-token times (seconds after the span's start) as the peers wrote them, in the order
+    the calls started: OpenInference's first-token event, Langfuse's completion start time,
+    OpenLIT's time to first token."""
     found = []
     for line in path.read_text().splitlines():
         for resource in json.loads(line)["resourceSpans"]:
@@ -79,53 +131,159 @@ def _recorded_first_tokens(path: Path) -> list[float]:
                     start = int(span["startTimeUnixNano"])
                     for event in span.get("events", []):
                         if event["name"] == "First Token Stream Event":
-                            found.append((int(event["timeUnixNano"]) - start) / 1e9)
+                            found.append((start, (int(event["timeUnixNano"]) - start) / 1e9))
                     for attribute in span.get("attributes", []):
+                        value = attribute["value"]
                         if attribute["key"] == "langfuse.observation.completion_start_time":
-                            text = json.loads(attribute["value"]["stringValue"])
+                            text = json.loads(value["stringValue"])
                             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-                            found.append(moment.timestamp() - start / 1e9)
+                            found.append((start, moment.timestamp() - start / 1e9))
+                        if attribute["key"] == "gen_ai.server.time_to_first_token":
+                            found.append((start, value["doubleValue"]))
     assert len(found) == REQUESTS
-    return found
+    return [seconds for _, seconds in sorted(found)]
+
+
+def _server_first_tokens(model_server: ModelServer) -> list[float]:
+    """What the server did per call: from the request's arrival to its first token's sending."""
+    calls = [r for r in model_server.requests if r.path.endswith("/chat/completions")]
+    assert len(calls) == REQUESTS
+    times = []
+    for call in calls:
+        assert call.first_token_sent_at is not None
+        times.append(call.first_token_sent_at - call.arrived_at)
+    return times
 
 
 @pytest.mark.parametrize("peer", sorted(PEERS))
 def test_a_peers_traces_give_the_breakdown(
     peer: str, peers_python: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
-    # nothing before the first token: the role-only first chunk comes with it, as a server
-    # that streams from its first token sends it (the peers time the first chunk)
-    model_server.configure(
-        headers_delay=FIRST_TOKEN,
-        first_token_delay=FIRST_TOKEN,
-        token_delay=0.01,
-        tokens=["Paris", " has", " 2.1", " million", " people", "."],
-    )
-    path = tmp_path / "traces.jsonl"
-    env = clean_environment(OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental")
-    argv = [str(peers_python), str(APP), peer, model_server.base_url, str(path), str(REQUESTS)]
-    result = run(argv, tmp_path, env)
-    assert result.returncode == 0, result.stderr
-    report = _report(path, native=True)
-    assert _report(path, native=False) == report
-    records_first_token, has_retrieval = PEERS[peer]
+    expected = PEERS[peer]
+    _serve(model_server)
+    path = _run_app(peer, peers_python, model_server, tmp_path)
+    report = _report(str(path))
+    assert _report(str(path), native=False) == report
     assert report["traces"] == REQUESTS  # one trace per request
     stages = report["stages"]
     assert {"ttft", "tool"} <= set(stages)
-    assert ("retrieval" in stages) == has_retrieval
-    assert report["bottleneck"]["stage"] == "ttft"
+    assert ("retrieval" in stages) == expected.has_retrieval
     assert report["evidence"]["model_calls"] == REQUESTS
     assert report["unassigned_spans"] == 0
-    if records_first_token:
-        # exactly what the peer recorded; and that is the injected delay plus the client's own
-        # overhead, which on this shared machine (load average about 8 on 2 cores) reached 20 ms
+    (usage,) = report["models"].values()
+    if expected.usage_on_the_call:
+        assert usage["input_tokens"]["p50"] == 10
+    server = _server_first_tokens(model_server)
+    # the server's own lateness (its sleep overshooting on a busy machine) is part of what the
+    # client waits for; loosely bounded, so that the delay is the one injected
+    assert max(server) - FIRST_TOKEN < CLIENT_OVERHEAD_MAX, server
+    if expected.times_from_the_headers:
+        # the report reads the peer's figure as a first-token time after the call's start:
+        # the wait for the first token then counts as generation
         assert report["ttft"]["p50"] == pytest.approx(median(_recorded_first_tokens(path)))
-        assert abs(report["ttft"]["p50"] - FIRST_TOKEN) < FIRST_TOKEN_SLACK
+        assert report["ttft"]["p50"] < 0.05 < FIRST_TOKEN - 0.05 < median(server)
+        pytest.xfail("the conventions table reads OpenLIT's time to first token as from the start")
+    assert report["bottleneck"]["stage"] == "ttft"
+    if expected.records_first_token:
+        recorded = _recorded_first_tokens(path)
+        # the report reads exactly what the peer recorded
+        assert report["ttft"]["p50"] == pytest.approx(median(recorded))
+        # and that is what the server did, plus the client's sending and first read
+        over = report["ttft"]["p50"] - median(server)
+        assert -0.002 < over < TTFT_OVER_SERVER, (recorded, server)
+        overheads = [client - done for client, done in zip(recorded, server, strict=True)]
+        assert max(overheads) < CLIENT_OVERHEAD_MAX, overheads
         assert "generation" in stages
     else:
         assert report["ttft"] is None
         assert report["evidence"]["first_token_unrecorded"] == REQUESTS
         advice = " ".join(report["bottleneck"]["advice"])
         assert "first-token time not recorded" in advice
-    (usage,) = report["models"].values()
-    assert usage["input_tokens"]["p50"] == 10
+
+
+def _wait_for(jaeger_url: str, service: str, spans: int, timeout: float = 60) -> None:
+    """Until Jaeger holds ``spans`` spans of the service's traces."""
+    params = {
+        "query.service_name": service,
+        "query.start_time_min": "2000-01-01T00:00:00Z",
+        "query.start_time_max": "2100-01-01T00:00:00Z",
+        "query.num_traces": "1000",
+    }
+    deadline = time.monotonic() + timeout
+    found = 0
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{jaeger_url}/api/v3/traces", params=params, timeout=10)
+        if response.status_code == 200:
+            found = sum(
+                len(scope["spans"])
+                for resource in response.json()["result"]["resourceSpans"]
+                for scope in resource["scopeSpans"]
+            )
+            if found >= spans:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"Jaeger holds {found} of {spans} spans of {service} after {timeout} s")
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    """Where two reports differ, numbers compared to a nanosecond (sums in another order)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        pairs = enumerate(zip(a, b, strict=True))
+        return [d for i, (x, y) in pairs for d in _differences(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float | int):
+        return [] if b == pytest.approx(a, rel=1e-9, abs=1e-9) else [f"{where}: {a} != {b}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+def _spans_in(path: Path) -> int:
+    return sum(
+        len(scope["spans"])
+        for line in path.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+    )
+
+
+@pytest.mark.parametrize("peer", sorted(PEERS))
+def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ignore[no-untyped-def]
+    peer: str, peers_python: Path, model_server: ModelServer, tracing_stack, tmp_path: Path
+) -> None:
+    _serve(model_server)
+    service = f"rag-{peer}-{uuid.uuid4().hex[:8]}"
+    endpoint = tracing_stack.otlp_grpc_endpoint
+    path = _run_app(peer, peers_python, model_server, tmp_path, endpoint, service)
+    _wait_for(tracing_stack.jaeger_url, service, _spans_in(path))
+    from_file = _report(str(path))
+    from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, "--lookback", "15m")
+    for report in (from_file, from_jaeger):
+        for key in ("source", "service", "jaeger_url", "samples"):
+            report.pop(key, None)
+        # the same traces; only the links to them differ
+        for slow in report.pop("slowest"):
+            slow.pop("url", None)
+            report.setdefault("slowest_ids", []).append(slow["trace_id"])
+        # Jaeger hands a span of no length (Logfire's logs) back 1 ns long: such an instant
+        # appears among the spans no stage claims and splits the critical path around it
+        evidence = report["evidence"]
+        evidence["unclaimed_spans"] = [s for s in evidence["unclaimed_spans"] if s["mean"] > 1e-6]
+        path = report["waterfall"]["critical_path"]
+        merged = path[:1]
+        for stage, start, end in path[1:]:
+            if stage == merged[-1][0] and start == merged[-1][2]:
+                merged[-1] = [stage, merged[-1][1], end]
+            else:
+                merged.append([stage, start, end])
+        report["waterfall"]["critical_path"] = merged
+    assert from_file["traces"] == REQUESTS
+    assert not _differences(from_file, from_jaeger), "\n".join(_differences(from_file, from_jaeger))
+    assert from_jaeger["bottleneck"]["stage"] == (
+        "generation" if PEERS[peer].times_from_the_headers else "ttft"
+    )
+    # Jaeger's answers through the Python reader too
+    python = _report(
+        tracing_stack.jaeger_url, "--service", service, "--lookback", "15m", native=False
+    )
+    assert python["stages"] == from_file["stages"]

@@ -1,10 +1,11 @@
 """A small RAG application instrumented by one peer, run with the peers virtualenv's python.
 
-    python rag_app.py PEER MODEL_BASE_URL TRACE_FILE REQUESTS
+    python rag_app.py PEER MODEL_BASE_URL TRACE_FILE REQUESTS [OTLP_GRPC_ENDPOINT]
 
 Each request: a retrieval in the peer's own idiom, a streamed chat call through the real
 ``openai`` client (the peer's instrumentation of it), then a tool call. Spans are written as OTLP
-JSON lines by the OpenTelemetry SDK's own OTLP encoder (the protobuf JSON mapping).
+JSON lines by the OpenTelemetry SDK's own OTLP encoder (the protobuf JSON mapping) and, when an
+endpoint is given, also sent as OTLP protobuf over gRPC (to a Collector) by the SDK's exporter.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 DOCUMENTS = ["Paris is the capital of France.", "The Seine flows through Paris."]
@@ -70,11 +71,24 @@ def run_plain(tracer: Any, client: Any, question: str, kinds: dict[str, dict[str
             lookup("Paris")
 
 
+def collector_processors(endpoint: str | None) -> list[SpanProcessor]:
+    """The OTLP/gRPC exporter to a Collector, when one is given."""
+    if not endpoint:
+        return []
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    return [SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True))]
+
+
 def main() -> None:
     peer, base_url, path, requests = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    provider = TracerProvider(resource=Resource.create({"service.name": f"rag-{peer}"}))
-    if peer != "openllmetry":  # Traceloop.init makes its own provider, with this exporter
-        provider.add_span_processor(SimpleSpanProcessor(OTLPJsonLines(path)))
+    service = sys.argv[6] if len(sys.argv) > 6 else f"rag-{peer}"
+    extra = collector_processors(sys.argv[5] if len(sys.argv) > 5 else None)
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    # Traceloop.init and logfire.configure make their own providers, with these processors
+    if peer not in ("openllmetry", "logfire"):
+        for processor in [SimpleSpanProcessor(OTLPJsonLines(path)), *extra]:
+            provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
     tracer = trace.get_tracer("rag-app")
     import openai
@@ -111,11 +125,13 @@ def main() -> None:
         from traceloop.sdk.decorators import task, tool, workflow
 
         Traceloop.init(
-            app_name=f"rag-{peer}",
+            app_name=service,
             exporter=OTLPJsonLines(path),
             disable_batch=True,
             telemetry_enabled=False,
         )
+        for processor in extra:
+            trace.get_tracer_provider().add_span_processor(processor)  # type: ignore[attr-defined]
 
         @task(name="retrieve")
         def traced_retrieve(question: str) -> list[str]:
@@ -155,6 +171,55 @@ def main() -> None:
             traced_lookup("Paris")
 
         openai.OpenAI = LangfuseOpenAI  # type: ignore[misc]
+    elif peer == "logfire":
+        import logfire
+
+        logfire.configure(
+            send_to_logfire=False,
+            console=False,
+            service_name=service,
+            additional_span_processors=[SimpleSpanProcessor(OTLPJsonLines(path)), *extra],
+            metrics=False,
+        )
+        logfire.instrument_openai()
+
+        # Logfire's spans are structure; what they are is said with the GenAI attributes
+        def request(client: Any, question: str) -> None:
+            with logfire.span("answer {question}", question=question):
+                retrieval = {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "docs"}
+                with logfire.span("retrieve docs", **retrieval):
+                    context = retrieve(question)
+                chat(client, question, context)
+                tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+                with logfire.span("execute_tool lookup", **tool):
+                    lookup("Paris")
+
+    elif peer == "openlit":
+        import openlit
+
+        openlit.init(
+            application_name=service,
+            disable_metrics=True,
+            disable_events=True,
+            disabled_instrumentors=["langchain", "llama_index", "anthropic"],
+        )
+
+        # OpenLIT's manual spans (start_trace), described with its GenAI attributes
+        def request(client: Any, question: str) -> None:
+            with openlit.start_trace("answer") as root:
+                root.set_metadata({"gen_ai.operation.name": "invoke_workflow"})
+                with openlit.start_trace("retrieve docs") as span:
+                    span.set_metadata(
+                        {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "docs"}
+                    )
+                    context = retrieve(question)
+                chat(client, question, context)
+                with openlit.start_trace("execute_tool lookup") as span:
+                    span.set_metadata(
+                        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+                    )
+                    lookup("Paris")
+
     else:
         raise SystemExit(f"unknown peer {peer}")
     client = openai.OpenAI(base_url=base_url, api_key="sk-local", max_retries=0)
