@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from llmtrace import semconv as sc
 from llmtrace.analysis.breakdown import ModelPhases, critical_path
 from llmtrace.analysis.evidence import FactSink, root_facts
+from llmtrace.analysis.evidence import _number as number
 from llmtrace.analysis.model import NANOS, Trace
 from llmtrace.analysis.otlp import KEPT_ATTRIBUTES
 from llmtrace.errors import SourceError
@@ -52,6 +53,10 @@ class TraceColumns:
     sink: FactSink = field(default_factory=FactSink)
     unclaimed: dict[str, float] = field(default_factory=dict)  # "other" seconds by span name
     excluded_warmup: int = 0
+    # when the bench client first saw each trace's streamed answer, as its root records:
+    # first body byte, first SSE event (``llmtrace bench --url``; None when not recorded)
+    first_bytes: list[float | None] = field(default_factory=list)
+    first_events: list[float | None] = field(default_factory=list)
     # the ``group_by`` attribute of each trace's root, when one was asked for
     groups: list[str | None] | None = None
     info: Callable[[int], TraceInfo] = _no_trace
@@ -141,6 +146,9 @@ class TraceList:
             acc.bench_runs.append(facts.bench_run)
             acc.concurrency.append(facts.bench_concurrency)
             acc.question_sets.append(facts.bench_question_set_hash)
+            root = trace.root.attributes
+            acc.first_bytes.append(number(root.get(sc.CLIENT_TIME_TO_FIRST_BYTE)))
+            acc.first_events.append(number(root.get(sc.CLIENT_TIME_TO_FIRST_EVENT)))
             if group_by is not None:
                 groups.append(root_text(trace, group_by))
         acc.columns = stage_columns(rows)

@@ -106,6 +106,8 @@ class NativeTraces:
             sink=sink,
             unclaimed=dict(got.unclaimed),
             excluded_warmup=got.excluded_warmup,
+            first_bytes=got.first_bytes,
+            first_events=got.first_events,
             groups=got.groups,
             info=info,
             full_trace=lambda i: self.trace(chosen[i]),

@@ -79,6 +79,9 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.BENCH_CONCURRENCY,
         sc.BENCH_QUESTION_SET_HASH,
         sc.BENCH_WARMUP,
+        # when a bench client first saw a streamed answer (the user-perceived TTFT)
+        sc.CLIENT_TIME_TO_FIRST_BYTE,
+        sc.CLIENT_TIME_TO_FIRST_EVENT,
         # request context (llmtrace.context()): what `report --filter` and `--group-by` read
         sc.SESSION_ID,
         sc.USER_ID,

@@ -253,6 +253,7 @@ def build_report(
     end_to_end, stages = _stage_summaries(acc.durations, columns)
     calls = acc.sink.model_calls
     ttfts = [c.time_to_first_token for c in calls if c.time_to_first_token is not None]
+    ttft = distribution(ttfts)
     evidence = _evidence(acc)
     tail = _tail(acc.durations, columns, end_to_end.p95) if end_to_end else None
     bottleneck = None
@@ -273,7 +274,7 @@ def build_report(
         traces=len(acc.durations),
         end_to_end=end_to_end,
         stages=stages,
-        ttft=distribution(ttfts),
+        ttft=ttft,
         bottleneck=bottleneck,
         tail=tail,
         slowest=slowest,
@@ -300,6 +301,11 @@ def build_report(
         filters=dict(traceset.filters),
         instrumentations=dict(sorted(acc.families.items(), key=lambda item: (-item[1], item[0]))),
         unassigned_spans=acc.unassigned_spans,
+        user_ttft=user_perceived_ttft(
+            [seconds for seconds in acc.first_bytes if seconds is not None],
+            [seconds for seconds in acc.first_events if seconds is not None],
+            ttft,
+        ),
     )
 
 

@@ -74,7 +74,8 @@ class UserPerceivedTTFT:
     What the user waits for is the first SSE event, or the first body byte of a chunked answer;
     ``service_adds_p50``/``_p95`` is that minus the model's TTFT at the same percentile: what the
     service (its steps before the model call, and the transport) adds before the user sees
-    anything.
+    anything. bench records the client's times on its request spans
+    (``llmtrace.client.time_to_first_byte``/``_event``), so a report of its traces has them too.
     """
 
     requests: int
@@ -229,7 +230,8 @@ class Report:
     llmtrace_version: str = ""
     grouping: Grouping | None = None
     filters: dict[str, str] = field(default_factory=dict)  # --filter KEY=VALUE, on root spans
-    user_ttft: UserPerceivedTTFT | None = None  # bench --url against a streaming endpoint
+    # bench --url against a streaming endpoint: from its request spans, or its own measurements
+    user_ttft: UserPerceivedTTFT | None = None
     # spans per instrumentation recognised in the source, and spans no stage was found for
     instrumentations: dict[str, int] = field(default_factory=dict)
     unassigned_spans: int = 0

@@ -592,6 +592,22 @@ pub struct TraceRow {
     pub duration: f64,
     pub stages: Vec<(u8, f64)>,
     pub facts: RootFacts,
+    pub client: ClientTimes,
+}
+
+/// When a bench client first saw the trace's streamed answer, as its root records
+/// (as `collect.TraceList.collect` reads it): first body byte, first SSE event, in seconds.
+pub struct ClientTimes {
+    pub first_byte: Option<f64>,
+    pub first_event: Option<f64>,
+}
+
+pub fn client_times(group: &Group, root: u32) -> ClientTimes {
+    let span = group.span(root);
+    ClientTimes {
+        first_byte: span.seconds(key::CLIENT_TIME_TO_FIRST_BYTE),
+        first_event: span.seconds(key::CLIENT_TIME_TO_FIRST_EVENT),
+    }
 }
 
 /// Everything `report._collect` gathers, for every selected trace of one run.
@@ -644,6 +660,7 @@ pub fn collect<'a>(
             duration: group.span(root).duration(),
             stages,
             facts,
+            client: client_times(group, root),
         });
     }
     result

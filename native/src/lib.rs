@@ -61,6 +61,10 @@ struct Columns {
     /// "other" seconds by span name
     unclaimed: Vec<(String, f64)>,
     excluded_warmup: usize,
+    /// when the bench client first saw each trace's streamed answer: its first body byte and
+    /// first SSE event (None: not recorded on the root)
+    first_bytes: Vec<Option<f64>>,
+    first_events: Vec<Option<f64>>,
     /// the `group_by` attribute of each trace's root (None: not a string, or absent)
     groups: Option<Vec<Option<String>>>,
 }
@@ -238,6 +242,7 @@ impl TraceStore {
         let (mut runs, mut concurrency, mut question_sets) = (Vec::new(), Vec::new(), Vec::new());
         let (mut orphans, mut started, mut ended) = (0, None::<i64>, None::<i64>);
         let mut groups = Vec::new();
+        let (mut first_bytes, mut first_events) = (Vec::new(), Vec::new());
         for (t, row) in collected.rows.into_iter().enumerate() {
             for (stage, seconds) in row.stages {
                 if let Some(column) = columns.get_mut(column_of[stage as usize]) {
@@ -254,6 +259,8 @@ impl TraceStore {
             runs.push(row.facts.bench_run);
             concurrency.push(row.facts.concurrency);
             question_sets.push(row.facts.question_set);
+            first_bytes.push(row.client.first_byte);
+            first_events.push(row.client.first_event);
             if let Some(key) = group_key {
                 groups.push(root.text(key).map(str::to_string));
             }
@@ -302,6 +309,8 @@ impl TraceStore {
             tool_durations: sink.tool_durations,
             unclaimed: collected.unclaimed,
             excluded_warmup: collected.excluded_warmup,
+            first_bytes,
+            first_events,
             groups: group_key.map(|_| groups),
         })
     }

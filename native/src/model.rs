@@ -124,6 +124,8 @@ keys! {
     BENCH_CONCURRENCY = "llmtrace.bench.concurrency",
     BENCH_QUESTION_SET_HASH = "llmtrace.bench.question_set_hash",
     BENCH_WARMUP = "llmtrace.bench.warmup",
+    CLIENT_TIME_TO_FIRST_BYTE = "llmtrace.client.time_to_first_byte",
+    CLIENT_TIME_TO_FIRST_EVENT = "llmtrace.client.time_to_first_event",
     INPUT_MESSAGES = "gen_ai.input.messages",
     RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text",
     SESSION_ID = "session.id",

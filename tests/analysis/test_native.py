@@ -175,6 +175,12 @@ class TraceWriter:
             attrs["llmtrace__bench__concurrency"] = rng.choice([1, 4])
             attrs["llmtrace__bench__question_set_hash"] = "abc123"
             attrs["llmtrace__bench__warmup"] = rng.random() < 0.2
+            # when the bench client first saw a streamed answer, of every type a file may hold
+            for client in ("byte", "event"):
+                if rng.random() < 0.7:
+                    attrs[f"llmtrace__client__time_to_first_{client}"] = rng.choice(
+                        [rng.uniform(0, 0.5), rng.uniform(0, 0.5), 1, True, "0.2"]
+                    )
         if rng.random() < 0.3:
             attrs["llmtrace__stage"] = rng.choice(STAGES)
         root_end = 0 if rng.random() < 0.03 else end
@@ -270,6 +276,7 @@ def test_the_same_report_from_random_traces(
     path.write_text("\n".join(TraceWriter.lines_of(seed, 120)) + "\n")
     python_report = _report(path, "python", monkeypatch)
     assert python_report["traces"] > 50 and python_report["models"]
+    assert python_report["user_ttft"]["requests"] > 0
     _assert_same(_report(path, "native", monkeypatch), python_report)
 
 

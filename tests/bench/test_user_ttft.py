@@ -8,8 +8,11 @@ import json
 import statistics
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import pytest
 from opentelemetry import propagate, trace
@@ -26,8 +29,11 @@ from llmtrace.bench.questions import Question, questions_from_texts
 from llmtrace.bench.reporting import build_run_report, report_document
 from llmtrace.bench.runner import BenchPlan
 from llmtrace.bench.targets import FirstEvent, HTTPTarget
+from llmtrace.cli import main
 from llmtrace.render.html import render_html
 from llmtrace.render.terminal import print_report
+from tests.http_server import QuietHandler
+from tests.http_server import serving as serving_handler
 
 from .conftest import serving
 
@@ -165,15 +171,12 @@ def test_a_data_line_split_across_chunks_counts_when_it_is_complete() -> None:
     assert events.feed(b": 1}\r\n\r\n")
 
 
-async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference(
-    streaming_service: StreamingService, tmp_path: Path
-) -> None:
-    traces = tmp_path / "traces.jsonl"
-    target = HTTPTarget(f"{streaming_service.base_url}/sse")
-    questions = questions_from_texts(["a?", "b?", "c?", "d?"])
+async def _bench_sse(service: StreamingService, traces: Path) -> dict[str, Any]:
+    """A bench run of four questions against the SSE endpoint: the document bench saves."""
+    target = HTTPTarget(f"{service.base_url}/sse")
     try:
         result = await run_bench(
-            questions,
+            questions_from_texts(["a?", "b?", "c?", "d?"]),
             target,
             BenchPlan(name="sse", warmup=1),
             traces_file=traces,
@@ -182,6 +185,14 @@ async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference
     finally:
         await target.aclose()
     assert result.requests == 4 and result.errors == 0
+    return report_document(build_run_report(traces, result), result)
+
+
+async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference(
+    streaming_service: StreamingService, tmp_path: Path
+) -> None:
+    traces = tmp_path / "traces.jsonl"
+    document = await _bench_sse(streaming_service, traces)
     # The bench's request spans carry the client's timings.
     roots = [
         span["attributes"]
@@ -194,7 +205,7 @@ async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference
     keys = {attribute["key"] for attributes in roots for attribute in attributes}
     assert {semconv.CLIENT_TIME_TO_FIRST_BYTE, semconv.CLIENT_TIME_TO_FIRST_EVENT} <= keys
 
-    report = Report.from_json(report_document(build_run_report(traces, result), result))
+    report = Report.from_json(document)
     user = report.user_ttft
     assert user is not None and user.requests == 4
     assert user.first_event is not None and user.first_byte is not None
@@ -211,3 +222,101 @@ async def test_the_report_shows_user_perceived_and_model_ttft_and_the_difference
     assert "The model's own TTFT inside the service" in text
     assert "before the user sees anything" in text
     assert "User-perceived time to first token" in render_html(report)
+
+
+def _report(
+    source: str, reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *options: str
+) -> tuple[dict[str, Any], str]:
+    """``llmtrace report SOURCE`` with one reader: its JSON and its text."""
+    monkeypatch.setenv("LLMTRACE_NATIVE", "1" if reader == "native" else "0")
+    monkeypatch.setenv("COLUMNS", "200")
+    data, text = tmp_path / f"{reader}.json", tmp_path / f"{reader}.txt"
+    assert main(["report", source, *options, "--format", "json", "--output", str(data)]) == 0
+    assert main(["report", source, *options, "--output", str(text)]) == 0
+    return json.loads(data.read_text()), text.read_text()
+
+
+# What differs between bench's saved report and ``llmtrace report`` on the same traces: bench
+# adds its run's metadata, and each says where and when it read the traces.
+RUN_AND_SOURCE = {"run", "generated_at", "source", "service", "jaeger_url"}
+
+
+def _assert_as_bench_reports(bench: dict[str, Any], data: dict[str, Any], text: str) -> None:
+    assert data["traces"] == bench["traces"] == 4
+    assert data["user_ttft"] == bench["user_ttft"]
+    for slow in [*data["slowest"], *bench["slowest"]]:
+        slow.pop("url")  # a link into Jaeger, when read from there
+    assert {key: value for key, value in data.items() if key not in RUN_AND_SOURCE} == {
+        key: value for key, value in bench.items() if key not in RUN_AND_SOURCE
+    }
+    user = Report.from_json(data).user_ttft
+    assert user is not None and user.service_adds_p50 is not None
+    assert abs(user.service_adds_p50 - BEFORE_MODEL) < 0.02
+    assert "User-perceived time to first token (first SSE event at the client)" in text
+    assert "First body byte at the client" in text
+    assert "The model's own TTFT inside the service" in text
+    assert "before the user sees anything" in text
+
+
+class _TraceFileJaeger(QuietHandler):
+    """Jaeger's query API v3 answering with the spans of one trace file, as one document."""
+
+    services: ClassVar[list[str]] = []
+    document: ClassVar[dict[str, Any]] = {}
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == "/api/v3/services":
+            status, body = 200, {"services": self.services}
+        elif path == "/api/v3/traces":
+            status, body = 200, {"result": self.document}
+        else:
+            status, body = 404, {"error": {"httpCode": 404, "message": "not found"}}
+        self.send_body(status, json.dumps(body).encode(), "application/json")
+
+
+@contextmanager
+def _jaeger_holding(traces: Path) -> Iterator[tuple[str, str]]:
+    """A Jaeger query service holding the spans of ``traces``: its URL and their service."""
+    resource_spans = [
+        resource
+        for line in traces.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+    ]
+    services = {
+        attribute["value"]["stringValue"]
+        for resource in resource_spans
+        for attribute in resource["resource"]["attributes"]
+        if attribute["key"] == "service.name"
+    }
+    (service,) = services
+    handler = type(
+        "Jaeger",
+        (_TraceFileJaeger,),
+        {"services": [service], "document": {"resourceSpans": resource_spans}},
+    )
+    with serving_handler(handler) as url:
+        yield url, service
+
+
+@pytest.mark.parametrize("reader", ["native", "python"])
+@pytest.mark.parametrize("source", ["file", "jaeger"])
+async def test_report_on_the_traces_shows_the_user_ttft_bench_showed(
+    streaming_service: StreamingService,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    reader: str,
+) -> None:
+    traces = tmp_path / "traces.jsonl"
+    bench = await _bench_sse(streaming_service, traces)
+    assert bench["user_ttft"] is not None
+    if source == "file":
+        data, text = _report(str(traces), reader, tmp_path, monkeypatch)
+    else:
+        with _jaeger_holding(traces) as (url, service):
+            options = ("--service", service, "--lookback", "1h")
+            data, text = _report(url, reader, tmp_path, monkeypatch, *options)
+    _assert_as_bench_reports(bench, data, text)
+    # The warm-up request recorded its times too; like its other figures, they are left out.
+    assert data["excluded_warmup"] == 1
