@@ -47,15 +47,12 @@ from llmtrace.analysis.report import Report, build_report
 from llmtrace.analysis.sources import load_traces
 from llmtrace.exporters.otlp_json import encode_request
 from llmtrace.instrumentation import registry
+from tests.frameworks.timing import assert_ttft, chat_requests
 from tests.servers.fixtures import RECORDED
 
 FIRST_TOKEN = 0.08
 RETRIEVAL_DELAY = 0.3
 TOOL_DELAY = 0.25
-# Above the injected delay, TTFT may be late by what the client and a busy machine add: the plain
-# ``openai`` client, uninstrumented, measures 2-8 ms over the delay on this shared machine, with
-# spikes of 30 ms when other work holds the CPU (the model server shares this process's GIL).
-TTFT_SLACK = 0.04
 TEXTS = [
     "The backup battery lasts twelve hours.",
     "The hub costs ninety dollars.",
@@ -166,19 +163,20 @@ def _assert_tree(trace: list[Any]) -> Any:
     return roots[0]
 
 
-def _assert_model_span(trace: list[Any], slack: float = TTFT_SLACK) -> Any:
+def _assert_model_span(trace: list[Any], model_server: Any = None) -> Any:
+    """The trace's model span; its TTFT checked against the server's last request if given."""
     (chat,) = [span for span in trace if span.name == "chat sim-model-1"]
     attributes = chat.attributes
     assert attributes[semconv.STAGE] == "ttft"
     assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim-model-1"
-    ttft = attributes[semconv.TIME_TO_FIRST_TOKEN]
-    assert FIRST_TOKEN <= ttft < FIRST_TOKEN + slack, ttft
+    if model_server is not None:
+        assert_ttft([chat], chat_requests(model_server), FIRST_TOKEN)
     assert attributes[semconv.GENERATION_TIME] > 0
     return chat
 
 
-def _assert_rag_trace(trace: list[Any]) -> None:
+def _assert_rag_trace(trace: list[Any], model_server: Any) -> None:
     root = _assert_tree(trace)
     assert root.name == "RunnableSequence"
     assert root.attributes[semconv.STAGE] == "other"
@@ -190,7 +188,7 @@ def _assert_rag_trace(trace: list[Any]) -> None:
     assert retrieval.attributes[semconv.RETRIEVAL_RETURNED] == 2
     assert _one(trace, "ChatPromptTemplate").attributes[semconv.STAGE] == "prompt"
     assert _one(trace, "StrOutputParser").attributes[semconv.STAGE] == "postprocess"
-    _assert_model_span(trace)
+    _assert_model_span(trace, model_server)
 
 
 def _assert_bottleneck(report: Report, stage: str, seconds: float) -> None:
@@ -205,7 +203,7 @@ def test_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tm
     spans.clear()
     assert chain.invoke("How long does the battery last?") == "Hello, world!"
     (trace,) = _by_trace(spans).values()
-    _assert_rag_trace(trace)
+    _assert_rag_trace(trace, model_server)
     _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
 
 
@@ -215,7 +213,7 @@ def test_streamed_rag_chain_is_one_trace_with_every_stage(model_server, spans, t
     spans.clear()
     assert "".join(chain.stream("How much is the hub?")) == "Hello, world!"
     (trace,) = _by_trace(spans).values()
-    _assert_rag_trace(trace)
+    _assert_rag_trace(trace, model_server)
     _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
 
 
@@ -280,7 +278,7 @@ def test_langgraph_agent_with_two_tool_calls_is_one_trace(model_server, spans, t
         assert span.parent.span_id == tools_node.context.span_id
     database = _one(trace, "orders database")
     assert database.parent.span_id == _one(trace, "execute_tool look_up_order").context.span_id
-    chat = _assert_model_span(trace)
+    chat = _assert_model_span(trace, model_server)
     assert chat.parent.span_id == _one(trace, "answer").context.span_id
     _assert_bottleneck(_report(spans, tmp_path), "tool", 2 * TOOL_DELAY)
 
@@ -322,7 +320,7 @@ def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
     traces = _by_trace(spans)
     assert len(traces) == 3
-    ttfts = []
+    models = []
     for spans_of_trace in traces.values():
         root = _assert_tree(spans_of_trace)
         assert root.name == "LangGraph"
@@ -330,12 +328,13 @@ def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
             node = _one(spans_of_trace, name)
             assert node.attributes[semconv.STAGE] == "other"
             assert node.parent.span_id == root.context.span_id
-        # Three streams share one event loop (and the GIL with the in-process model server): a
-        # request's first chunk may wait while the loop handles another's, so the bound is wider.
-        ttfts.append(
-            _assert_model_span(spans_of_trace, slack=0.2).attributes[semconv.TIME_TO_FIRST_TOKEN]
-        )
-    assert min(ttfts) < FIRST_TOKEN + 1.5 * TTFT_SLACK, ttfts
+        models.append(_assert_model_span(spans_of_trace))
+    # Three streams share one event loop (and the GIL with the in-process model server): their
+    # first chunks come together, and each waits while the loop handles the others' (5-13 ms
+    # measured), so the bounds are wider than for requests made one at a time.
+    assert_ttft(
+        models, chat_requests(model_server, 3), FIRST_TOKEN, delivery_bound=0.02, late_bound=0.1
+    )
     report = _report(spans, tmp_path)
     # the slow branch (0.3 s, stage other) is on the critical path; the fast one is not
     assert report.bottleneck is not None and report.bottleneck.stage == "other"
@@ -354,13 +353,13 @@ def test_runnable_parallel_and_batch_give_one_trace_per_input(
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
     traces = _by_trace(spans)
     assert len(traces) == 3
+    models = []
     for spans_of_trace in traces.values():
         root = _assert_tree(spans_of_trace)
         assert root.name == "RunnableParallel<answer,context>"
         _one(spans_of_trace, "retrieval InMemoryVectorStore")
-        (chat,) = [span for span in spans_of_trace if span.name == "chat sim-model-1"]
-        ttft = chat.attributes[semconv.TIME_TO_FIRST_TOKEN]
-        assert 0.4 <= ttft < 0.4 + TTFT_SLACK, ttft
+        models.append(_one(spans_of_trace, "chat sim-model-1"))
+    assert_ttft(models, chat_requests(model_server, 3), 0.4)
     report = _report(spans, tmp_path)
     _assert_bottleneck(report, "ttft", 0.4)
 
@@ -405,7 +404,8 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
     assert langchain.attributes[semconv.STAGE] == "other"
     assert semconv.TIME_TO_FIRST_TOKEN not in langchain.attributes
     assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in langchain.attributes
-    assert provider.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.3
+    # The span closest to the wire owns TTFT, and is held to the same precision.
+    assert_ttft([provider], chat_requests(model_server), 0.3)
     report = _report(spans, tmp_path)
     assert sum(usage.calls for usage in report.models.values()) == 1
     _assert_bottleneck(report, "ttft", 0.3)

@@ -20,7 +20,6 @@ import asyncio
 import gc
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +36,7 @@ import litellm
 
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
+from tests.frameworks.timing import assert_ttft, chat_requests
 from tests.servers.fixtures import cassettes, sse_events
 
 # LiteLLM's own model call, and every layer it can send through.
@@ -132,29 +132,21 @@ def test_streamed_completion_measures_ttft_and_chunks(model_server, spans, trace
     assert_traceparent_is(span, model_server)
 
 
-def test_ttft_is_within_5ms_of_the_first_token_delay_and_never_below(model_server, spans, traced):
-    """The server runs in this process, so its arrival timestamps share the monotonic clock: the
-    time the request took to reach it (LiteLLM preparing and sending it, slower when the machine
-    is busy) is measured per call and taken out of the average, and so is the server's own
-    lateness in sending the first token, leaving llmtrace's own measurement error."""
+def test_ttft_is_within_5ms_of_the_first_token_sent_and_never_below_the_delay(
+    model_server, spans, traced
+):
+    """The first token the span reports is the one the in-process server sent, within 5 ms (the
+    median of four calls), and TTFT is never below the injected delay; LiteLLM preparing and
+    sending each request is part of the TTFT, bounded loosely (``tests/frameworks/timing.py``)."""
     chat(model_server)  # LiteLLM's first call in a process loads what it needs: not measured
     model_server.configure(first_token_delay=0.3, token_delay=0.005)
-    ttfts, sending, late = [], [], []
+    models = []
     for _ in range(4):
         spans.clear()
-        started = time.monotonic()
         for _chunk in chat(model_server, stream=True):
             pass
-        request = model_server.requests[-1]
-        sending.append(request.arrived_at - started)
-        late.append(request.first_token_sent_at - request.arrived_at - 0.3)
-        ttfts.append(only_model_span(spans).attributes[semconv.TIME_TO_FIRST_TOKEN])
-
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
-
-    assert min(ttfts) >= 0.3
-    assert abs(mean(ttfts) - mean(sending) - mean(late) - 0.3) < 0.005, (ttfts, sending, late)
+        models.append(only_model_span(spans))
+    assert_ttft(models, chat_requests(model_server, 4), 0.3)
 
 
 async def test_async_completion_and_stream(model_server, spans, traced):

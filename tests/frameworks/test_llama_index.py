@@ -7,8 +7,8 @@ the report names the stage each test made slowest.
 
 LlamaIndex's OpenAI model (``llama-index-llms-openai``) requires ``openai`` below 3, so its models
 are driven through ``llama_index.llms.litellm.LiteLLM`` (the real ``openai`` 3 client underneath).
-TTFT is asserted within 40 ms above the injected delay, as in the LangChain tests: the model
-server runs in this process and shares its interpreter lock.
+TTFT is checked as in the LangChain and LiteLLM tests (``tests/frameworks/timing.py``): never below
+the injected delay, and the first token the span reports within 5 ms of the server sending it.
 
 The simulated server cannot return tool calls, so the agents are a LlamaIndex workflow whose step
 calls two real ``FunctionTool``s (one in an executor thread) and then the model, and LlamaIndex's
@@ -67,25 +67,19 @@ from llmtrace.instrumentation import registry
 from llmtrace.instrumentation._base import is_wrapped_by_llmtrace
 from tests.frameworks.test_langchain import (
     TEXTS,
-    TTFT_SLACK,
     _assert_bottleneck,
     _assert_tree,
     _by_trace,
     _one,
     _report,
 )
+from tests.frameworks.timing import assert_ttft, chat_requests
 from tests.servers.fixtures import RECORDED, cassettes, sse_events
 from tests.subprocesses import clean_environment, run
 
 FIRST_TOKEN = 0.08
 RERANK_DELAY = 0.3
 TOOL_DELAY = 0.2
-# Above the injected delay, TTFT counted from the request's arrival at the server may be late by
-# what the client and a busy machine add (the model server shares this process's interpreter
-# lock): the same bound (TTFT_SLACK, 40 ms) as the LangChain tests. The time before the request
-# arrives (LlamaIndex and LiteLLM preparing it: 15-80 ms on this shared machine) is part of the
-# span's TTFT, as the caller waits for it; it is measured per request and taken out (see
-# ``_assert_ttft``).
 MODEL = "chat openai/sim-model-1"
 
 
@@ -183,7 +177,7 @@ def _assert_rerank(trace: list[Any], reranker: str, root: Any) -> Any:
     return rerank
 
 
-def _assert_query_trace(trace: list[Any], streamed: bool, request: Any = None) -> Any:
+def _assert_query_trace(trace: list[Any], streamed: bool, model_server: Any) -> Any:
     """The query engine's trace: every span, its stage and its parent. Returns the model span."""
     root = _assert_tree(trace)
     assert root.name == "RetrieverQueryEngine"
@@ -224,35 +218,12 @@ def _assert_query_trace(trace: list[Any], streamed: bool, request: Any = None) -
         # The query and its synthesizer end with the stream they returned, not before.
         assert root.end_time >= model.end_time and synthesizer.end_time >= model.end_time
         assert attributes[semconv.STREAM_END] == "completed"
-        _assert_ttft(model, request, FIRST_TOKEN)
+        assert_ttft([model], chat_requests(model_server), FIRST_TOKEN)
         assert attributes[semconv.GENERATION_TIME] > 0
     else:
         assert attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
         assert attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
     return model
-
-
-def _sending_time(span: Any, request: Any) -> float:
-    """From the model span's start to the request's arrival at the in-process server (LlamaIndex
-    and LiteLLM preparing and sending it), across the wall clock of the span and the monotonic
-    clock of the server, read together here."""
-    offset = time.time() - time.monotonic()
-    return float(request.arrived_at + offset - span.start_time / 1e9)
-
-
-def _last_chat_request(model_server: Any) -> Any:
-    return [r for r in model_server.requests if r.path.endswith("/chat/completions")][-1]
-
-
-def _assert_ttft(span: Any, request: Any, delay: float) -> float:
-    """The span's TTFT is never below the injected delay, and from the request's arrival it is
-    the delay (plus the server's own lateness) within the slack. Returns that difference."""
-    ttft = span.attributes[semconv.TIME_TO_FIRST_TOKEN]
-    assert ttft >= delay, ttft
-    late = request.first_token_sent_at - request.arrived_at - delay
-    error = ttft - _sending_time(span, request) - late - delay
-    assert -0.002 <= error < TTFT_SLACK, (ttft, error)
-    return error
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
@@ -264,7 +235,7 @@ def test_query_engine_is_one_trace_with_every_stage(
     spans.clear()
     assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
     (trace,) = _by_trace(spans).values()
-    _assert_query_trace(trace, streaming, _last_chat_request(model_server))
+    _assert_query_trace(trace, streaming, model_server)
     _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
 
 
@@ -282,7 +253,7 @@ def test_async_query_engine_is_one_trace_with_every_stage(
 
     assert asyncio.run(main()) == "Hello, world!"
     (trace,) = _by_trace(spans).values()
-    _assert_query_trace(trace, streaming, _last_chat_request(model_server))
+    _assert_query_trace(trace, streaming, model_server)
     _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
 
 
@@ -294,11 +265,11 @@ def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
     model_server.configure(first_token_delay=1.0, token_delay=0.002)
     engine = _query_engine(model_server, streaming=True, rerank_delay=0.05)
     spans.clear()
-    for _ in range(3):
+    for _ in range(5):  # (the median of five: one late wake-up on a busy machine is not an error)
         assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
-        (model,) = [s for s in spans.get_finished_spans() if s.name == MODEL][-1:]
-        _assert_ttft(model, _last_chat_request(model_server), 1.0)
-    assert len(_by_trace(spans)) == 3
+    models = [s for s in spans.get_finished_spans() if s.name == MODEL]
+    assert_ttft(models, chat_requests(model_server, 5), 1.0)
+    assert len(_by_trace(spans)) == 5
     report = _report(spans, tmp_path)
     _assert_bottleneck(report, "ttft", 1.0)
     assert abs(report.stages["rerank"].distribution.mean - 0.05) <= 0.1 * 0.05 + 0.002
@@ -375,7 +346,8 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
     assert semconv.TIME_TO_FIRST_TOKEN not in framework.attributes
     assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in framework.attributes
     if streaming:
-        assert provider.attributes[semconv.TIME_TO_FIRST_TOKEN] >= 0.8
+        # The span closest to the wire owns TTFT, and is held to the same precision.
+        assert_ttft([provider], chat_requests(model_server), 0.8)
     # The query embedding: the provider's embeddings span is beneath LlamaIndex's.
     (llama_embedding, provider_embedding) = sorted(
         (span for span in trace if span.attributes.get(semconv.STAGE) == "embedding"),
@@ -516,7 +488,7 @@ def test_completion_sent_as_a_chat_is_one_model_span(model_server, spans, traced
         assert span.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert whole.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
     assert streamed.attributes[semconv.GEN_AI_REQUEST_STREAM] is True
-    _assert_ttft(streamed, _last_chat_request(model_server), FIRST_TOKEN)
+    assert_ttft([streamed], chat_requests(model_server), FIRST_TOKEN)
 
 
 def test_streamed_chat_engine_answer_is_one_trace(model_server, spans, traced):
@@ -567,12 +539,11 @@ def test_react_agent_calling_a_tool_is_one_trace(model_server, spans, traced, tm
     assert tool.attributes[semconv.STAGE] == "tool"
     _child_of(tool, _one(trace, "call_tool"))
     models = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
-    chats = [r for r in model_server.requests if r.path.endswith("/chat/completions")][-2:]
     assert len(models) == 2
-    for model, request in zip(models, chats, strict=True):
+    for model in models:
         assert model.attributes[semconv.STAGE] == "ttft"
         assert model.parent is not None
-        _assert_ttft(model, request, FIRST_TOKEN)
+    assert_ttft(models, chat_requests(model_server, 2), FIRST_TOKEN)
     for step_name in ("run_agent_step", "parse_agent_output", "call_tool"):
         for step_span in (s for s in trace if s.name == step_name):
             assert step_span.attributes[semconv.STAGE] == "other"
