@@ -40,8 +40,9 @@ FIRST_TOKEN = 0.300
 # The report's TTFT against what the server did (the injected delay plus its own lateness): the
 # client's share of a first-token time is sending the request and reading the first chunk
 TTFT_OVER_SERVER = 0.010
-# Any one request's client share, loosely: a stall of the shared machine lands here
-CLIENT_OVERHEAD_MAX = 0.030
+# Any one request's client share, loosely: the first call also opens the connection and runs
+# the peer's one-time set-up (measured up to 32 ms), and a stall of the shared machine lands here
+CLIENT_OVERHEAD_MAX = 0.050
 
 
 @dataclass(frozen=True)
@@ -286,4 +287,4 @@ def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ig
     python = _report(
         tracing_stack.jaeger_url, "--service", service, "--lookback", "15m", native=False
     )
-    assert python["stages"] == from_file["stages"]
+    assert not _differences(from_file["stages"], python["stages"])
