@@ -171,8 +171,12 @@ STAGE_RULES: tuple[StageRule, ...] = (
 )
 
 ALIASES: tuple[Alias, ...] = (
-    # time to first token, seconds after the span's start
-    Alias(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, "gen_ai.server.time_to_first_token"),
+    # time to first token, seconds after the span's start. Not gen_ai.server.time_to_first_token:
+    # the one instrumentation that writes it as a span attribute (OpenLIT 1.45) times it from
+    # when the stream object is handed back (the response headers are in) to the first chunk of
+    # any kind, the role-only one included, not from the request: read as a first-token time it
+    # would turn the whole wait for the first token into generation. Such a call counts as one
+    # whose first-token time was not recorded.
     Alias(
         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
         "langfuse.observation.completion_start_time",

@@ -171,10 +171,11 @@ def shapes() -> dict[str, Shape]:
             ],
         ),
         # openlit 1.45.0: the model call with gen_ai.server.time_to_first_token as a span
-        # attribute, chroma with the database conventions; the application's own root and tool
+        # attribute (timed from the response headers, so not read as a first-token time), chroma
+        # with the database conventions; the application's own root and tool
         "openlit": Shape(
             "OpenLIT",
-            True,
+            False,
             [
                 ("rag-app", "answer", 0, ROOT_MS, {}, []),
                 (
