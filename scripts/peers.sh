@@ -8,7 +8,8 @@
 # in its own subprocess of this one environment, which holds all of them:
 # - OpenTelemetry's openai-v2 instrumentation (with opentelemetry-util-genai 1.1b0: later
 #   releases need an OpenTelemetry the other peers do not accept);
-# - OpenLLMetry (traceloop-sdk, with its openai, anthropic and langchain instrumentations);
+# - OpenLLMetry (traceloop-sdk, with its openai, anthropic, langchain and qdrant
+#   instrumentations; qdrant-client for the vector store its RAG application queries);
 # - OpenInference's openai, anthropic and langchain instrumentations;
 # - Langfuse (its @observe decorator and its openai wrapper);
 # - Pydantic Logfire (logfire 5.4.0 accepts OpenTelemetry < 1.46);
@@ -16,11 +17,12 @@
 #   older clients; what it imports at run time is installed by name;
 # - not llmtrace itself: the benchmarks put its source on PYTHONPATH (it accepts OpenTelemetry
 #   >= 1.30, and needs none of its other dependencies but wrapt, rich and orjson, installed here).
-# The model clients and frameworks (openai, anthropic, httpx, httpx2, langchain-core,
-# langchain-openai, langgraph, llama-index-core) are pinned to the versions in .venv, so every
-# configuration calls the very client llmtrace is tested with. (langgraph, part of llmtrace's
-# langchain extra, matters here too: OpenLLMetry turns its LangChain instrumentation on only when
-# the package langchain or langgraph is installed, not for langchain-core alone.)
+# The model clients, frameworks and vector store client (openai, anthropic, httpx, httpx2,
+# langchain-core, langchain-openai, langgraph, llama-index-core, qdrant-client) are pinned to the
+# versions in .venv, so every configuration calls the very client llmtrace is tested with.
+# (langgraph, part of llmtrace's langchain extra, matters here too: OpenLLMetry turns its LangChain
+# instrumentation on only when the package langchain or langgraph is installed, not for
+# langchain-core alone.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -33,7 +35,8 @@ log() { printf '\033[1m[peers]\033[0m %s\n' "$*"; }
 # The shared libraries at the versions .venv has (scripts/setup.sh creates it); without .venv, the
 # versions last checked together.
 shared_pins() {
-  local names="openai anthropic httpx httpx2 langchain-core langchain-openai langgraph llama-index-core"
+  local names="openai anthropic httpx httpx2 langchain-core langchain-openai langgraph llama-index-core
+    qdrant-client"
   if [ -x "$ROOT/.venv/bin/python" ]; then
     "$ROOT/.venv/bin/python" - $names <<'EOF'
 import sys
@@ -46,7 +49,8 @@ for name in sys.argv[1:]:
 EOF
   else
     printf '%s\n' openai==3.57.0 anthropic==2.14.0 httpx==0.28.1 httpx2==2.16.2 \
-      langchain-core==1.8.3 langchain-openai==1.7.4 langgraph==1.2.24 llama-index-core==0.14.25
+      langchain-core==1.8.3 langchain-openai==1.7.4 langgraph==1.2.24 llama-index-core==0.14.25 \
+      qdrant-client==1.20.0
   fi
 }
 
@@ -86,8 +90,8 @@ log "installing OpenTelemetry's openai-v2 instrumentation"
 "${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" --pre \
   opentelemetry-instrumentation-openai-v2 opentelemetry-util-genai==1.1b0
 
-log "installing OpenLLMetry (traceloop-sdk)"
-"${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" traceloop-sdk
+log "installing OpenLLMetry (traceloop-sdk) and qdrant-client"
+"${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" traceloop-sdk qdrant-client
 
 log "installing OpenInference's openai, anthropic, langchain and llama-index instrumentations"
 "${PIP[@]}" install --progress-bar off -c "$CONSTRAINTS" \
@@ -119,7 +123,7 @@ import importlib
 
 for name in (
     "openai", "anthropic", "langchain_core", "langchain_openai",
-    "opentelemetry.instrumentation.openai_v2", "traceloop.sdk",
+    "opentelemetry.instrumentation.openai_v2", "traceloop.sdk", "qdrant_client",
     "openinference.instrumentation.openai", "openinference.instrumentation.anthropic",
     "openinference.instrumentation.langchain", "openinference.instrumentation.llama_index",
     "langfuse", "logfire", "openlit", "llmtrace",
@@ -127,7 +131,7 @@ for name in (
     importlib.import_module(name)
 EOF
 "$VENV/bin/python" -m pip --disable-pip-version-check list 2>/dev/null \
-  | grep -iE '^(openai|anthropic|opentelemetry-(api|sdk|instrumentation-openai-v2|util-genai)|openlit|traceloop-sdk|openinference-instrumentation-(openai|anthropic|langchain)|langfuse|logfire|langchain-core|llama-index-core) ' \
+  | grep -iE '^(openai|anthropic|opentelemetry-(api|sdk|instrumentation-openai-v2|util-genai)|openlit|traceloop-sdk|openinference-instrumentation-(openai|anthropic|langchain)|qdrant-client|langfuse|logfire|langchain-core|llama-index-core) ' \
   | sed 's/^/  /'
 echo "$want" > "$VENV/.peers-stamp"
 log "done: $VENV"

@@ -145,6 +145,9 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule(
         "retrieval", _when(("db.system", VECTOR_STORES), ("db.operation.name", VECTOR_READS))
     ),
+    # opentelemetry-instrumentation-qdrant 0.62.4 (OpenLLMetry) writes db.system "Qdrant" and no
+    # operation (the method is only in the span name): all its spans, writes too, are retrieval
+    StageRule("retrieval", _when(("db.system", ("Qdrant",)))),
     # OpenInference
     StageRule(MODEL_CALL, _when(("openinference.span.kind", ("LLM",)))),
     StageRule("embedding", _when(("openinference.span.kind", ("EMBEDDING",)))),

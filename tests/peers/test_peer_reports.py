@@ -60,8 +60,9 @@ PEERS = {
     "opentelemetry-genai": Peer(False, True),
     "openinference": Peer(True, True),
     "langfuse": Peer(True, True),
-    # traceloop's @task is structure; a retrieval shows only through an instrumented vector store
-    "openllmetry": Peer(False, False),
+    # traceloop's @task is structure; its retrieval shows through the instrumented vector store
+    # (qdrant-client's query_points, inside the task)
+    "openllmetry": Peer(False, True),
     # Logfire's call span ends when the response headers are in; the stream's end is a log (an
     # instant, carrying the token counts) and no first-token time is written anywhere
     "logfire": Peer(False, True, usage_on_the_call=False),

@@ -41,6 +41,22 @@ class OTLPJsonLines(SpanExporter):
         self._file.close()
 
 
+def vector_store() -> Any:
+    """An in-memory Qdrant collection of the documents, under fixed vectors (no embedding model)."""
+    from qdrant_client import QdrantClient
+    from qdrant_client.models import Distance, PointStruct, VectorParams
+
+    store = QdrantClient(":memory:")
+    store.create_collection("docs", vectors_config=VectorParams(size=4, distance=Distance.COSINE))
+    vectors = [[1.0, 0.2, 0.0, 0.1], [0.8, 0.0, 0.5, 0.1]]
+    points = [
+        PointStruct(id=index, vector=vector, payload={"text": text})
+        for index, (text, vector) in enumerate(zip(DOCUMENTS, vectors, strict=True))
+    ]
+    store.upsert("docs", points=points)
+    return store
+
+
 def retrieve(question: str) -> list[str]:
     time.sleep(0.05)
     return DOCUMENTS
@@ -124,6 +140,8 @@ def main() -> None:
         from traceloop.sdk import Traceloop
         from traceloop.sdk.decorators import task, tool, workflow
 
+        # filled at start-up, before the instrumentation: the filling belongs to no request
+        store = vector_store()
         Traceloop.init(
             app_name=service,
             exporter=OTLPJsonLines(path),
@@ -133,9 +151,12 @@ def main() -> None:
         for processor in extra:
             trace.get_tracer_provider().add_span_processor(processor)  # type: ignore[attr-defined]
 
+        # a retrieval shows through the instrumented vector store: its query span, inside the
+        # @task (structure)
         @task(name="retrieve")
         def traced_retrieve(question: str) -> list[str]:
-            return retrieve(question)
+            hits = store.query_points("docs", query=[0.9, 0.1, 0.2, 0.1], limit=2).points
+            return [hit.payload["text"] for hit in hits if hit.payload]
 
         @tool(name="lookup")
         def traced_lookup(term: str) -> str:
