@@ -235,7 +235,15 @@ FAMILIES: tuple[Family, ...] = (
         (
             "traceloop.",
             "opentelemetry.instrumentation.openai.",
+            # its other instrumentations name their scope after the library; anthropic and
+            # langchain are left out, OpenTelemetry's own GenAI packages use those names too
+            "opentelemetry.instrumentation.llamaindex",
             "opentelemetry.instrumentation.chromadb",
+            "opentelemetry.instrumentation.qdrant",
+            "opentelemetry.instrumentation.pinecone",
+            "opentelemetry.instrumentation.weaviate",
+            "opentelemetry.instrumentation.milvus",
+            "opentelemetry.instrumentation.lancedb",
         ),
         ("traceloop.span.kind", "llm.request.type"),
     ),
