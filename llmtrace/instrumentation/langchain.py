@@ -208,6 +208,20 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _whole_counts(token_count: Any) -> dict[str, Any] | None:
+    """langchain-cohere's sync stream passes its counts only as response_metadata's
+    ``token_count``, under usage_metadata's key names but as floats (Cohere's billed units)."""
+    if not isinstance(token_count, Mapping):
+        return None
+    counts: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens"):
+        value = token_count.get(key)
+        if not isinstance(value, float) or not value.is_integer() or value < 0:
+            return None
+        counts[key] = int(value)
+    return counts
+
+
 def _field(obj: Any, name: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name)
@@ -225,16 +239,24 @@ def _result_attributes(response: Any) -> dict[str, Any]:
             info = _field(generation, "generation_info") or {}
             message = _field(generation, "message")
             metadata = _field(message, "response_metadata") or {}
-            reason = info.get("finish_reason") or metadata.get("finish_reason")
+            # OpenAI-style integrations say finish_reason; Anthropic's and Bedrock's pass the
+            # provider's own stop_reason on
+            reason = (
+                info.get("finish_reason")
+                or metadata.get("finish_reason")
+                or metadata.get("stop_reason")
+                or metadata.get("stopReason")
+            )
             if isinstance(reason, str):
                 reasons.append(reason)
             model = metadata.get("model_name") or metadata.get("model")
             if isinstance(model, str):
                 attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
             response_id = metadata.get("id") or _field(message, "id")
-            if isinstance(response_id, str) and not response_id.startswith("run-"):
+            # LangChain fills a message id with its own run id when the provider gives none
+            if isinstance(response_id, str) and not response_id.startswith(("run-", "lc_run-")):
                 attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
-            usage = _field(message, "usage_metadata")
+            usage = _field(message, "usage_metadata") or _whole_counts(metadata.get("token_count"))
             if usage:
                 if _is_count(usage.get("input_tokens")) and _is_count(usage.get("output_tokens")):
                     counted = True
