@@ -96,9 +96,7 @@ else
   log "installing llmtrace,"
 fi
 log "  every integration and framework, the demo and the development dependencies"
-# --no-compile: byte-compiling every file of some 300 packages took a third of the install; Python
-# compiles what is imported, once, on first use.
-"${PIP[@]}" install --progress-bar on --no-compile -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
+"${PIP[@]}" install --progress-bar on -c "$CONSTRAINTS" --find-links "$LLAMA_WHEEL_DIR" \
   -e ".[all,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
 llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
