@@ -4,11 +4,9 @@ points: the ``llmtrace`` instrumentor and the ``llmtrace_file`` traces exporter.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
-from pathlib import Path
 
-from tests.subprocesses import clean_environment, run
+from tests.subprocesses import run_instrumented_app
 
 APP = textwrap.dedent(
     """
@@ -27,17 +25,7 @@ APP = textwrap.dedent(
 
 
 def test_unmodified_app_is_traced_with_no_code_change(tmp_path, model_server):
-    (tmp_path / "app.py").write_text(APP)
-    traces = tmp_path / "traces.jsonl"
-    env = clean_environment(
-        OTEL_SERVICE_NAME="unmodified-app",
-        OTEL_TRACES_EXPORTER="llmtrace_file",
-        OTEL_METRICS_EXPORTER="none",
-        OTEL_LOGS_EXPORTER="none",
-        LLMTRACE_FILE_PATH=str(traces),
-    )
-    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
-    result = run([str(launcher), sys.executable, "app.py", model_server.base_url], tmp_path, env)
+    result, traces = run_instrumented_app(APP, tmp_path, "unmodified-app", model_server.base_url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
     spans = []

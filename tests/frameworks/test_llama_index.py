@@ -35,12 +35,10 @@ import gc
 import gzip
 import json
 import os
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,7 +73,7 @@ from tests.frameworks.test_langchain import (
 )
 from tests.frameworks.timing import assert_ttft, chat_requests
 from tests.servers.fixtures import RECORDED, cassettes, sse_events
-from tests.subprocesses import clean_environment, run
+from tests.subprocesses import run_instrumented_app
 
 FIRST_TOKEN = 0.08
 RERANK_DELAY = 0.3
@@ -678,17 +676,7 @@ def test_opentelemetry_instrument_traces_an_unmodified_llama_index_app(tmp_path,
         print(llm.chat([ChatMessage(role="user", content="hi")]).message.content)
         """
     )
-    (tmp_path / "app.py").write_text(app)
-    traces = tmp_path / "traces.jsonl"
-    env = clean_environment(
-        OTEL_SERVICE_NAME="llama-app",
-        OTEL_TRACES_EXPORTER="llmtrace_file",
-        OTEL_METRICS_EXPORTER="none",
-        OTEL_LOGS_EXPORTER="none",
-        LLMTRACE_FILE_PATH=str(traces),
-    )
-    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
-    result = run([str(launcher), sys.executable, "app.py", model_server.base_url], tmp_path, env)
+    result, traces = run_instrumented_app(app, tmp_path, "llama-app", model_server.base_url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Hello, world!"
     (trace,) = load_traces(str(traces)).traces
