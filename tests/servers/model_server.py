@@ -16,8 +16,14 @@ Endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``, ``
 (OpenAI), ``/v1/messages`` (Anthropic); streamed or not, with or without the usage chunk
 (``stream_options.include_usage``); ``status`` >= 400 answers with the provider's error body.
 Any other path answers ``{"ok": true}`` (a downstream service for propagation tests).
-``play_cassette(interaction)`` answers every request with one recorded interaction instead.
+``play_cassette(interaction)`` answers every request with one recorded interaction instead
+(gzip bodies served compressed, as recorded; server-sent events, NDJSON lines and AWS event-stream
+frames sent one by one, so a client sees the stream arrive in pieces).
 Every request is recorded (``requests``) with its headers, for traceparent checks.
+
+Other providers' wire formats live in modules of their own beside this one: each registers its
+paths with ``add_route(name, matches, handler)`` (kept across ``reset()``) and reuses the timing
+helpers here (``sleep_until``, ``Reply``, ``emit_tokens``, ``Abort``).
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ async def _sleep_until(deadline: float) -> None:
 
 
 class _Reply:
-    """Writes one HTTP response: plain, or chunked for server-sent events."""
+    """Writes one HTTP response: plain, or chunked (server-sent events by default)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
@@ -106,10 +112,15 @@ class _Reply:
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await self.writer.drain()
 
-    async def start_stream(self, status: int = 200, extra: dict[str, str] | None = None) -> None:
+    async def start_stream(
+        self,
+        status: int = 200,
+        extra: dict[str, str] | None = None,
+        content_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
         head = [
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-            "content-type: text/event-stream; charset=utf-8",
+            f"content-type: {content_type}",
             "transfer-encoding: chunked",
             "cache-control: no-cache",
         ]
@@ -135,6 +146,40 @@ class _Abort(Exception):
     """Cut the connection (a stream failing mid-way)."""
 
 
+# The names other provider modules use (see the module docstring).
+Reply = _Reply
+Abort = _Abort
+sleep_until = _sleep_until
+# handler(server, request, decoded JSON body or None, reply)
+RouteHandler = Callable[["ModelServer", RecordedRequest, Any, _Reply], Awaitable[None]]
+
+
+def _eventstream_frames(data: bytes) -> list[bytes]:
+    """AWS event-stream messages: each starts with its total length (4 bytes, big-endian)."""
+    frames = []
+    while len(data) >= 4:
+        length = int.from_bytes(data[:4], "big")
+        if length < 16 or length > len(data):
+            break
+        frames.append(data[:length])
+        data = data[length:]
+    if data:
+        frames.append(data)
+    return frames
+
+
+def stream_pieces(content_type: str, data: bytes) -> list[bytes] | None:
+    """How a recorded streamed body is sent: one piece per event, line or frame; None when the
+    content type is not a stream (sent whole)."""
+    if content_type.startswith("text/event-stream"):
+        return [event + b"\n\n" for event in data.split(b"\n\n") if event.strip()]
+    if "ndjson" in content_type or content_type.startswith("application/stream+json"):
+        return [line + b"\n" for line in data.split(b"\n") if line.strip()]
+    if content_type.startswith("application/vnd.amazon.eventstream"):
+        return _eventstream_frames(data)
+    return None
+
+
 class ModelServer:
     """The server; use the ``model_server`` fixture, or ``start()`` / ``stop()``."""
 
@@ -147,6 +192,9 @@ class ModelServer:
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
+        self._routes: dict[str, tuple[Callable[[str], bool], RouteHandler]] = {}
+        # The content type to serve a cassette with when it recorded none (headers stripped).
+        self.cassette_content_type: str | None = None
 
     # --- control -------------------------------------------------------------------------
     @property
@@ -168,10 +216,18 @@ class ModelServer:
         self.behaviour = Behaviour()
         self.requests.clear()
         self.cassette = None
+        self.cassette_content_type = None
 
-    def play_cassette(self, interaction: dict[str, Any]) -> None:
-        """Answer every request with this recorded interaction (its ``response`` part)."""
+    def add_route(self, name: str, matches: Callable[[str], bool], handler: RouteHandler) -> None:
+        """Answer requests whose path (query left out) ``matches`` with ``handler``; registering
+        the same name again replaces it. Routes outlive ``reset()``."""
+        self._routes[name] = (matches, handler)
+
+    def play_cassette(self, interaction: dict[str, Any], content_type: str | None = None) -> None:
+        """Answer every request with this recorded interaction (its ``response`` part);
+        ``content_type`` when the recording has none (openinference strips headers)."""
         self.cassette = interaction
+        self.cassette_content_type = content_type
 
     def start(self) -> ModelServer:
         ready = threading.Event()
@@ -244,7 +300,10 @@ class ModelServer:
             return
         b = self.behaviour
         path = request.path.split("?", 1)[0]
-        body = request.json() if request.body else {}
+        try:
+            body = request.json() if request.body else {}
+        except ValueError:  # not JSON (a provider's binary body): the handler reads request.body
+            body = {}
         routes: dict[str, Callable[[RecordedRequest, Any, _Reply], Awaitable[None]]] = {
             "/v1/chat/completions": self._chat,
             "/v1/completions": self._completion,
@@ -253,6 +312,11 @@ class ModelServer:
             "/v1/messages": self._messages,
         }
         route = routes.get(path)
+        if route is None:
+            for matches, handler in list(self._routes.values()):
+                if matches(path):
+                    await handler(self, request, body if request.body else None, reply)
+                    return
         if route is None:
             await _sleep_until(request.arrived_at + b.headers_delay)
             await reply.whole(
@@ -291,6 +355,16 @@ class ModelServer:
                 request.first_token_sent_at = time.monotonic()
             await send(index, token)
             deadline = max(deadline, time.monotonic()) + b.token_delay
+
+    # For provider modules: send the behaviour's tokens on its deadlines (first token, between
+    # tokens, a cut after ``fail_after_chunks``); and wait until a whole answer would be ready.
+    async def emit_tokens(
+        self, request: RecordedRequest, send: Callable[[int, str], Awaitable[None]]
+    ) -> None:
+        await self._emit_tokens(request, send)
+
+    async def whole_after_generation(self, request: RecordedRequest) -> None:
+        await self._whole_after_generation(request)
 
     async def _whole_after_generation(self, request: RecordedRequest) -> None:
         b = self.behaviour
@@ -562,19 +636,39 @@ class ModelServer:
         assert self.cassette is not None
         response = self.cassette["response"]
         status = int(response["status"]["code"])
+        raw = response["body"]["string"]
+        data = raw.encode() if isinstance(raw, str) else bytes(raw)
         headers: dict[str, str] = {}
         for name, value in (response.get("headers") or {}).items():
             if name.lower() in _HOP_BY_HOP:
                 continue
-            headers[name.lower()] = value[0] if isinstance(value, list) else str(value)
-        content_type = headers.pop("content-type", "application/json")
-        raw = response["body"]["string"]
-        data = raw.encode() if isinstance(raw, str) else bytes(raw)
-        if content_type.startswith("text/event-stream"):
-            await reply.start_stream(status, headers)
-            for event in data.split(b"\n\n"):
-                if event.strip():
-                    await reply.chunk(event + b"\n\n")
-            await reply.end_stream()
-        else:
+            if isinstance(value, list):
+                value = value[0] if value else ""
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")
+            headers[name.lower()] = str(value)
+        encoding = _recorded_header(response, "content-encoding")
+        if encoding == "gzip" and data[:2] == b"\x1f\x8b":
+            # Served compressed, as recorded (a recording can claim gzip over a plain body: then
+            # the header is dropped).
+            headers["content-encoding"] = "gzip"
+        content_type = headers.pop("content-type", self.cassette_content_type or "application/json")
+        pieces = None if "content-encoding" in headers else stream_pieces(content_type, data)
+        if pieces is None:
             await reply.whole(status, data, content_type, headers)
+            return
+        await reply.start_stream(status, headers, content_type)
+        for piece in pieces:
+            await reply.chunk(piece)
+        await reply.end_stream()
+
+
+def _recorded_header(response: dict[str, Any], wanted: str) -> str | None:
+    for name, value in (response.get("headers") or {}).items():
+        if name.lower() == wanted:
+            if isinstance(value, list):
+                value = value[0] if value else ""
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")
+            return str(value).strip().lower()
+    return None
