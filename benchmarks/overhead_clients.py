@@ -35,7 +35,7 @@ from benchmarks._peers import callgrind_start_library
 from llmtrace.instrumentation import registry
 from llmtrace.instrumentation.openai import ChatChunkParser
 from llmtrace.streaming import StreamRecorder, TracedStream
-from tests.servers.model_server import ModelServer
+from tests.servers.model_server import Behaviour, ModelServer
 
 MESSAGES = [{"role": "user", "content": "Say hello"}]
 
@@ -233,6 +233,66 @@ def _instructions_per_call() -> None:
     print(f"  ratio llmtrace / hand-written: {ours / hand:.2f}x (target <= 1.5x)")
 
 
+def _other_providers(server: ModelServer, tracer: trace.Tracer, args: argparse.Namespace) -> None:
+    """The same comparison for every provider in ``benchmarks/providers`` (one run each)."""
+    from benchmarks.providers import factories
+
+    rows = []
+    for module_name, factory in factories():
+        server.reset()
+        try:
+            case = factory(server, tracer)
+        except ImportError as exc:
+            print(f"  {module_name}: left out ({exc})")
+            continue
+        for _ in range(20):
+            case.call()
+        samples: dict[str, list[float]] = {"none": [], "hand": [], "llmtrace": []}
+        stream_plain: list[float] = []
+        stream_traced: list[float] = []
+        chunk_count = 0
+        for _ in range(args.rounds):
+            samples["none"].append(_median_per_call(case.call, args.calls // 4))
+            samples["hand"].append(_median_per_call(case.hand_written, args.calls // 4))
+            if case.stream is not None:
+                server.configure(tokens=["x"] * (args.chunks // 4))
+                stream_plain.append(_median_per_call(case.stream, 3))
+            registry.instrument(case.instrument)
+            try:
+                if case.stream is not None:
+                    stream_traced.append(_median_per_call(case.stream, 3))
+                    chunk_count = case.stream()
+                    server.configure(tokens=Behaviour().tokens)
+                samples["llmtrace"].append(_median_per_call(case.call, args.calls // 4))
+            finally:
+                registry.uninstrument()
+                server.configure(tokens=Behaviour().tokens)
+        base = statistics.median(samples["none"])
+        hand = statistics.median(samples["hand"]) - base
+        ours = statistics.median(samples["llmtrace"]) - base
+        per_chunk = (
+            (statistics.median(stream_traced) - statistics.median(stream_plain)) / chunk_count
+            if chunk_count
+            else None
+        )
+        rows.append((case, base, hand, ours, per_chunk))
+    if not rows:
+        return
+    print("other providers, over loopback HTTP (median of per-round medians)")
+    print(
+        f"  {'client':<22} {'no instr.':>10} {'hand-written':>13} {'llmtrace':>10} {'ratio':>6}"
+        f" {'per chunk':>10}"
+    )
+    for case, base, hand, ours, per_chunk in rows:
+        chunk = f"{per_chunk * 1e6:+8.2f}us" if per_chunk is not None else "        -"
+        print(
+            f"  {case.name:<22} {base * 1e6:8.1f}us {hand * 1e6:+11.1f}us {ours * 1e6:+8.1f}us"
+            f" {ours / hand if hand > 0 else float('nan'):5.2f}x {chunk:>10}"
+        )
+        for note in case.notes:
+            print(f"    {note}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per variant per round")
@@ -334,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  llmtrace, in process    {per_chunk * 1e6:+9.2f} us per chunk, median (target < 2 us)"
         )
         print(f"  llmtrace, in process    {best_per_chunk * 1e6:+9.2f} us per chunk, best round")
+        _other_providers(server, tracer, args)
     finally:
         server.stop()
         provider.shutdown()
