@@ -144,3 +144,9 @@ BENCH_WARMUP: Final = "llmtrace.bench.warmup"
 
 # Instrumentation scope name used for every tracer and meter llmtrace creates.
 SCOPE_NAME: Final = "llmtrace"
+
+# --- Ollama (llmtrace.instrumentation.ollama) -------------------------------------------------
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+# Server-reported time spent loading the model before the request could run (seconds; Ollama's
+# load_duration). Part of the server's time to first token; the report counts it as stage load.
+SERVER_LOAD_TIME: Final = "llmtrace.server.load_time"

@@ -9,7 +9,8 @@ Pure functions over one ``Trace``. The rules (DESIGN.md):
 * A span without ``llmtrace.stage`` inherits its parent's; the root without one is ``other``.
 * A model call is split by durations measured on the client: HTTP transport phases (or, when the
   server's timings are known, client TTFT - server TTFT) are ``network``, the server's queue
-  time is ``queue``, the rest until the first token is ``ttft``, the remainder ``generation``.
+  time is ``queue``, a model load the server reported (Ollama's ``load_duration``) is ``load``,
+  the rest until the first token is ``ttft``, the remainder ``generation``.
   Timestamps from the server span are never compared with the client's: the two hosts' clocks
   differ, and only durations measured on one clock are trustworthy.
 * A call without a first-token time (not streamed) counts entirely as ``ttft``: the client gets
@@ -41,6 +42,8 @@ class ModelPhases:
     ttft: float
     generation: float
     server_joined: bool = False
+    # Model loading the server reported (Ollama's load_duration): taken out of ttft, stage load.
+    load: float = 0.0
 
 
 @dataclass(slots=True)
@@ -50,6 +53,7 @@ class ServerTimings:
     queue: float
     time_to_first_token: float | None
     end_to_end: float | None
+    load: float = 0.0
 
 
 @dataclass(slots=True)
@@ -182,15 +186,17 @@ def server_timings(span: Span) -> ServerTimings | None:
     inference = _seconds(attributes.get(sc.SERVER_INFERENCE_TIME))
     first_token = _seconds(attributes.get(sc.SERVER_TIME_TO_FIRST_TOKEN))
     total = _seconds(attributes.get(sc.SERVER_PROCESSING_TIME))
+    # A model load (Ollama) comes before the prompt is evaluated, within the first-token wait.
+    load = _seconds(attributes.get(sc.SERVER_LOAD_TIME))
     if first_token is None and prompt is not None:
-        first_token = (queue or 0.0) + prompt
+        first_token = (queue or 0.0) + (load or 0.0) + prompt
     if total is None:
         total = _sum_known(first_token, generation)
     if total is None and inference is not None:
         total = (queue or 0.0) + inference
-    if queue is None and first_token is None and total is None:
+    if queue is None and first_token is None and total is None and load is None:
         return None
-    return ServerTimings(queue or 0.0, first_token, total)
+    return ServerTimings(queue or 0.0, first_token, total, load or 0.0)
 
 
 def _transport_time(span: Span) -> float:
@@ -212,8 +218,10 @@ def model_phases(span: Span) -> ModelPhases:
     server = server_timings(span)
     network: float | None = None
     queue = 0.0
+    load = 0.0
     if server is not None:
         queue = server.queue
+        load = server.load
         if client_first is not None and server.time_to_first_token is not None:
             network = client_first - server.time_to_first_token
         elif server.end_to_end is not None:
@@ -230,12 +238,14 @@ def model_phases(span: Span) -> ModelPhases:
     first = duration if client_first is None else client_first
     network = min(max(network, 0.0), first)
     queue = min(max(queue, 0.0), first - network)
+    load = min(max(load, 0.0), first - network - queue)
     return ModelPhases(
         network=network,
         queue=queue,
-        ttft=first - network - queue,
+        ttft=first - network - queue - load,
         generation=duration - first,
         server_joined=server is not None,
+        load=load,
     )
 
 
@@ -249,6 +259,7 @@ def _emit_model_call(
     for stage, seconds in (
         ("network", phases.network),
         ("queue", phases.queue),
+        ("load", phases.load),
         ("ttft", phases.ttft),
         ("generation", phases.generation),
     ):

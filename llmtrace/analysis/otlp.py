@@ -74,6 +74,7 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.SERVER_TIME_TO_FIRST_TOKEN,
         sc.SERVER_INFERENCE_TIME,
         sc.SERVER_PROXY_QUEUE_TIME,
+        sc.SERVER_LOAD_TIME,
         sc.QUEUE_NAME,
         sc.BENCH_RUN,
         sc.BENCH_CONCURRENCY,

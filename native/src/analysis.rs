@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, NANOS, NETWORK, OTHER,
+    key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, LOAD, NANOS, NETWORK, OTHER,
     QUEUE, TTFT,
 };
 use crate::store::Group;
@@ -51,12 +51,15 @@ pub struct Phases {
     pub ttft: f64,
     pub generation: f64,
     pub server_joined: bool,
+    /// Model loading the server reported (Ollama's load_duration): taken out of ttft.
+    pub load: f64,
 }
 
 struct ServerTimings {
     queue: f64,
     time_to_first_token: Option<f64>,
     end_to_end: Option<f64>,
+    load: f64,
 }
 
 /// A span with children being walked: its children by end time, latest first, and how far
@@ -145,6 +148,7 @@ impl Group {
                     queue: or_else(span.seconds(key::LATENCY_TIME_IN_QUEUE), 0.0),
                     time_to_first_token: span.seconds(key::LATENCY_TIME_TO_FIRST_TOKEN),
                     end_to_end: Some(or_else(span.seconds(key::LATENCY_E2E), span.duration())),
+                    load: 0.0,
                 });
             }
             let (queued, has_proxy_span) = self.queue_spans(server);
@@ -156,6 +160,7 @@ impl Group {
                 queue: queued + if has_proxy_span { 0.0 } else { proxy_queue },
                 time_to_first_token: server_ttft,
                 end_to_end: (span.end > span.start).then(|| span.duration()),
+                load: 0.0,
             });
         }
         // Timings the server reported in its response (TGI headers, llama.cpp body timings).
@@ -166,9 +171,11 @@ impl Group {
         let inference = span.seconds(key::SERVER_INFERENCE_TIME);
         let mut first_token = span.seconds(key::SERVER_TIME_TO_FIRST_TOKEN);
         let mut total = span.seconds(key::SERVER_PROCESSING_TIME);
+        // A model load (Ollama) comes before the prompt is evaluated, within the first-token wait.
+        let load = span.seconds(key::SERVER_LOAD_TIME);
         if first_token.is_none() {
             if let Some(prompt) = prompt {
-                first_token = Some(or_else(queue, 0.0) + prompt);
+                first_token = Some(or_else(queue, 0.0) + or_else(load, 0.0) + prompt);
             }
         }
         if total.is_none() {
@@ -181,13 +188,14 @@ impl Group {
                 total = Some(or_else(queue, 0.0) + inference);
             }
         }
-        if queue.is_none() && first_token.is_none() && total.is_none() {
+        if queue.is_none() && first_token.is_none() && total.is_none() && load.is_none() {
             return None;
         }
         Some(ServerTimings {
             queue: or_else(queue, 0.0),
             time_to_first_token: first_token,
             end_to_end: total,
+            load: or_else(load, 0.0),
         })
     }
 
@@ -213,8 +221,10 @@ impl Group {
         let server = self.server_timings(i);
         let mut network: Option<f64> = None;
         let mut queue = 0.0;
+        let mut load = 0.0;
         if let Some(server) = &server {
             queue = server.queue;
+            load = server.load;
             if let (Some(first), Some(server_first)) = (client_first, server.time_to_first_token) {
                 network = Some(first - server_first);
             } else if let Some(e2e) = server.end_to_end {
@@ -233,12 +243,14 @@ impl Group {
         let first = client_first.unwrap_or(duration);
         let network = py_min(py_max(network, 0.0), first);
         let queue = py_min(py_max(queue, 0.0), first - network);
+        let load = py_min(py_max(load, 0.0), first - network - queue);
         Phases {
             network,
             queue,
-            ttft: first - network - queue,
+            ttft: first - network - queue - load,
             generation: duration - first,
             server_joined: server.is_some(),
+            load,
         }
     }
 
@@ -251,6 +263,7 @@ impl Group {
         for (stage, seconds) in [
             (NETWORK, phases.network),
             (QUEUE, phases.queue),
+            (LOAD, phases.load),
             (TTFT, phases.ttft),
             (GENERATION, phases.generation),
         ] {

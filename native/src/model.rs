@@ -119,6 +119,7 @@ keys! {
     SERVER_TIME_TO_FIRST_TOKEN = "llmtrace.server.time_to_first_token",
     SERVER_INFERENCE_TIME = "llmtrace.server.inference_time",
     SERVER_PROXY_QUEUE_TIME = "llmtrace.server.proxy_queue_time",
+    SERVER_LOAD_TIME = "llmtrace.server.load_time",
     QUEUE_NAME = "llmtrace.queue.name",
     BENCH_RUN = "llmtrace.bench.run",
     BENCH_CONCURRENCY = "llmtrace.bench.concurrency",
@@ -182,6 +183,7 @@ pub const STAGES: [&str; 13] = [
     "other",
 ];
 pub const QUEUE: u8 = 0;
+pub const LOAD: u8 = 1;
 pub const TTFT: u8 = 7;
 pub const GENERATION: u8 = 8;
 pub const NETWORK: u8 = 10;
