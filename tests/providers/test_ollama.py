@@ -1,0 +1,719 @@
+"""The ``ollama`` client (sync, async and the module-level functions) against the simulated server
+speaking Ollama's wire format (tests/servers/ollama.py), and every recorded Ollama exchange
+replayed through the current client.
+
+Replay: all 19 recordings in ``fixtures/recorded/ollama`` are sent by the current client (0.6)
+with its own equivalent call (``chat``, ``generate``, ``embeddings``, sync or async, streamed or
+not, the recorded model, messages, tools and options). None is left out. The ones recorded with
+ollama-python 0.2-0.4 had sent fields the current client leaves out (``"format": ""``,
+``"keep_alive": null``, empty ``context`` and ``images``): the current client's request differs
+from the recorded one there, which the server's recorded answer does not depend on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import ollama
+import pytest
+import yaml
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
+
+from llmtrace import options
+from llmtrace import semconv as sc
+from llmtrace.analysis.report import build_report
+from llmtrace.analysis.sources import load_traces
+from llmtrace.exporters.otlp_json import encode_request
+from llmtrace.instrumentation import registry
+from tests.frameworks.timing import assert_ttft
+from tests.servers import ollama as wire
+from tests.servers.fixtures import cassettes
+from tests.servers.model_server import ModelServer
+
+MESSAGES = [{"role": "user", "content": "Why is the sky blue?"}]
+
+
+@pytest.fixture
+def server(model_server: ModelServer) -> Iterator[ModelServer]:
+    wire.register(model_server)
+    wire.set_load_time(model_server, 0.0)
+    yield model_server
+    wire.set_load_time(model_server, 0.0)
+
+
+@pytest.fixture
+def instrumented() -> Iterator[None]:
+    assert registry.instrument(["ollama", "httpx"]) == ["ollama", "httpx"]
+    yield
+    registry.uninstrument()
+
+
+def model_spans(exporter: Any) -> list[Any]:
+    return [
+        s for s in exporter.get_finished_spans() if sc.GEN_AI_OPERATION_NAME in (s.attributes or {})
+    ]
+
+
+def only_span(exporter: Any) -> Any:
+    (span,) = model_spans(exporter)
+    return span
+
+
+def _client(server: ModelServer) -> ollama.Client:
+    return ollama.Client(host=server.url)
+
+
+# --- what a call records ----------------------------------------------------------------------
+
+
+def test_chat_records_usage_finish_reason_model_and_the_servers_timings(
+    server, spans, instrumented
+):
+    server.configure(first_token_delay=0.05, token_delay=0.01, model="llama3.2:1b")
+    wire.set_load_time(server, 0.03)
+    response = _client(server).chat(
+        model="llama3.2", messages=MESSAGES, options={"temperature": 0.2, "num_predict": 64}
+    )
+    span = only_span(spans)
+    attributes = span.attributes
+    assert span.name == "chat llama3.2" and span.kind == trace.SpanKind.CLIENT
+    assert span.status.status_code == StatusCode.OK
+    assert attributes[sc.GEN_AI_PROVIDER_NAME] == "ollama"
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
+    assert attributes[sc.STAGE] == "ttft"
+    assert attributes[sc.GEN_AI_REQUEST_MODEL] == "llama3.2"
+    assert attributes[sc.GEN_AI_RESPONSE_MODEL] == "llama3.2:1b"
+    assert attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert attributes[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.2
+    assert attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] == 64
+    assert attributes[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert attributes[sc.SERVER_PORT] == server.port
+    assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == response.prompt_eval_count == 10
+    assert attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == response.eval_count == 4
+    assert attributes[sc.SERVER_LOAD_TIME] == response.load_duration / 1e9
+    assert attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.03)
+    assert attributes[sc.SERVER_PROMPT_TIME] == response.prompt_eval_duration / 1e9
+    assert attributes[sc.SERVER_GENERATION_TIME] == response.eval_duration / 1e9
+    assert attributes[sc.SERVER_PROCESSING_TIME] == response.total_duration / 1e9
+    assert attributes[sc.TIME_TO_HEADERS] >= 0.08  # a whole answer: sent once generated
+    # no content without capture
+    assert sc.GEN_AI_INPUT_MESSAGES not in attributes
+    assert sc.GEN_AI_OUTPUT_MESSAGES not in attributes
+
+
+def test_generate_is_a_text_completion(server, spans, instrumented):
+    result = _client(server).generate(model="llama3", prompt="Tell me a joke", system="Be brief")
+    assert result.response == "Hello, world!"
+    span = only_span(spans)
+    assert span.name == "text_completion llama3"
+    assert span.attributes[sc.GEN_AI_OPERATION_NAME] == "text_completion"
+    assert span.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert sc.GEN_AI_SYSTEM_INSTRUCTIONS not in span.attributes
+
+
+@pytest.mark.parametrize("call", ["embed", "embeddings"])
+def test_embeddings_have_stage_embedding_and_their_dimension(server, spans, instrumented, call):
+    client = _client(server)
+    if call == "embed":
+        result = client.embed(model="all-minilm", input=["one", "two", "three"])
+        assert len(result.embeddings) == 3
+    else:
+        client.embeddings(model="all-minilm", prompt="one")
+    span = only_span(spans)
+    attributes = span.attributes
+    assert span.name == "embeddings all-minilm"
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+    assert attributes[sc.STAGE] == "embedding"
+    assert attributes[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
+    assert attributes[sc.EMBEDDING_INPUT_COUNT] == (3 if call == "embed" else 1)
+    assert sc.GEN_AI_REQUEST_STREAM not in attributes
+    if call == "embed":
+        assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    else:  # the old endpoint reports nothing but the vector
+        assert sc.GEN_AI_USAGE_INPUT_TOKENS not in attributes
+
+
+@pytest.mark.parametrize("operation", ["chat", "generate"])
+def test_streamed_call_records_ttft_chunks_and_the_last_lines_counts(
+    server, spans, instrumented, operation
+):
+    server.configure(first_token_delay=0.06, token_delay=0.01, tokens=["a", "b", "c"])
+    wire.set_load_time(server, 0.02)
+    client = _client(server)
+    if operation == "chat":
+        parts = list(client.chat(model="m", messages=MESSAGES, stream=True))
+        assert "".join(p.message.content for p in parts) == "abc"
+    else:
+        parts = list(client.generate(model="m", prompt="x", stream=True))
+        assert "".join(p.response for p in parts) == "abc"
+    attributes = only_span(spans).attributes
+    assert attributes[sc.GEN_AI_REQUEST_STREAM] is True
+    assert attributes[sc.STREAM_END] == "completed"
+    assert attributes[sc.CHUNK_COUNT] == len(parts) == 4  # three tokens and the final line
+    assert attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.06
+    assert attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] == attributes[sc.TIME_TO_FIRST_TOKEN]
+    assert attributes[sc.GENERATION_TIME] >= 0.02
+    assert attributes[sc.TIME_TO_HEADERS] < attributes[sc.TIME_TO_FIRST_TOKEN]
+    assert sc.HTTP_BODY_COMPLETE in attributes  # the HTTP phases of the stream, on this span
+    final = parts[-1]
+    assert final.done and attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == final.eval_count == 3
+    assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == final.prompt_eval_count
+    assert attributes[sc.SERVER_LOAD_TIME] == final.load_duration / 1e9
+    assert attributes[sc.SERVER_GENERATION_TIME] == final.eval_duration / 1e9
+    assert attributes[sc.OUTPUT_TOKENS_PER_SECOND] == pytest.approx(
+        3 / attributes[sc.GENERATION_TIME]
+    )
+
+
+def test_async_client_streamed_and_not(server, spans, instrumented):
+    server.configure(first_token_delay=0.03)
+
+    async def main() -> tuple[str, str]:
+        client = ollama.AsyncClient(host=server.url)
+        whole = await client.chat(model="m", messages=MESSAGES)
+        streamed = ""
+        async for part in await client.generate(model="m", prompt="x", stream=True):
+            streamed += part.response
+        return whole.message.content, streamed
+
+    assert asyncio.run(main()) == ("Hello, world!", "Hello, world!")
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert whole.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert whole.attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert streamed.attributes[sc.STREAM_END] == "completed"
+    assert streamed.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.03
+    assert streamed.attributes[sc.SERVER_PROCESSING_TIME] > 0
+
+
+def test_module_level_functions_go_through_the_default_client(
+    server, spans, instrumented, monkeypatch
+):
+    # ollama.chat & co. are bound methods of a client made at import (OLLAMA_HOST or the default)
+    default = ollama._client  # the package's default Client instance
+    monkeypatch.setattr(default._client, "base_url", httpx.URL(server.url))
+    ollama.chat(model="m", messages=MESSAGES)
+    list(ollama.generate(model="m", prompt="x", stream=True))
+    ollama.embed(model="e", input="x")
+    names = sorted(s.name for s in model_spans(spans))
+    assert names == ["chat m", "embeddings e", "text_completion m"]
+
+
+def test_other_requests_of_the_client_are_not_model_calls(server, spans, instrumented):
+    assert _client(server).delete("m").status == "success"
+    assert model_spans(spans) == []
+    (hop,) = spans.get_finished_spans()  # left to the HTTP layer: a network span
+    assert hop.name == "DELETE" and hop.attributes[sc.STAGE] == "network"
+
+
+# --- tools and thinking -----------------------------------------------------------------------
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the weather in a city.",
+        "parameters": {
+            "type": "object",
+            "required": ["city"],
+            "properties": {"city": {"type": "string", "description": "The city."}},
+        },
+    },
+}
+
+
+@pytest.fixture
+def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    options.reload()
+    yield
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_calls_are_output_and_with_capture_part_of_the_output_message(
+    server, spans, instrumented, capture, stream
+):
+    server.configure(first_token_delay=0.02)
+    result = _client(server).chat(model="m", messages=MESSAGES, tools=[WEATHER_TOOL], stream=stream)
+    if stream:
+        calls = [c for part in result for c in part.message.tool_calls or ()]
+    else:
+        calls = list(result.message.tool_calls or ())
+    assert [c.function.name for c in calls] == ["get_current_weather"]
+    attributes = only_span(spans).attributes
+    assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)  # as Ollama reports it
+    (message,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
+    assert message["role"] == "assistant"
+    # (the client keeps no call id: ollama's ToolCall model has none)
+    assert message["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_current_weather", "arguments": "{}"}}
+    ]
+    assert json.loads(attributes[sc.GEN_AI_INPUT_MESSAGES]) == MESSAGES
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_is_recorded_only_with_capture(server, spans, instrumented, stream, monkeypatch):
+    server.configure(first_token_delay=0.05, token_delay=0.3, tokens=["ponder", "forty", "two"])
+    for captured in (False, True):
+        monkeypatch.setenv(
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", str(captured).lower()
+        )
+        options.reload()
+        spans.clear()
+        result = _client(server).chat(model="m", messages=MESSAGES, think=True, stream=stream)
+        if stream:
+            parts = list(result)
+            assert parts[0].message.thinking == "ponder"
+        else:
+            assert result.message.thinking == "ponder"
+        attributes = only_span(spans).attributes
+        recorded = json.dumps(dict(attributes))
+        if not captured:
+            assert "ponder" not in recorded and "forty" not in recorded
+            continue
+        (message,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
+        assert message == {
+            "role": "assistant",
+            "content": "fortytwo",
+            "reasoning_content": "ponder",
+        }
+        if stream:
+            # the first thinking token (sent at 50 ms; the answer's at 350 ms) is the model's
+            # first output: it counts for TTFT
+            assert 0.05 <= attributes[sc.TIME_TO_FIRST_TOKEN] < 0.3
+
+
+# --- every end of a stream --------------------------------------------------------------------
+
+
+def test_stream_broken_off_and_closed_ends_the_span_once(server, spans, instrumented):
+    server.configure(token_delay=0.01, tokens=["t"] * 10)
+    stream = _client(server).chat(model="m", messages=MESSAGES, stream=True)
+    for _ in stream:
+        break
+    stream.close()
+    stream.close()
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "closed"
+    assert span.attributes[sc.CHUNK_COUNT] == 1
+    assert span.status.status_code == StatusCode.UNSET
+
+
+def test_stream_dropped_half_read_is_ended_as_abandoned(server, spans, instrumented):
+    server.configure(token_delay=0.01, tokens=["t"] * 10)
+    stream = _client(server).generate(model="m", prompt="x", stream=True)
+    next(iter(stream))
+    del stream
+    gc.collect()
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "abandoned"
+
+
+def test_stream_never_iterated_sent_nothing_and_ends_as_abandoned(server, spans, instrumented):
+    stream = _client(server).chat(model="m", messages=MESSAGES, stream=True)
+    del stream
+    gc.collect()
+    assert only_span(spans).attributes[sc.STREAM_END] == "abandoned"
+    assert [r for r in server.requests if r.path == "/api/chat"] == []  # the client sends lazily
+
+
+def _cut_stream_error(client: ollama.Client) -> BaseException:
+    try:
+        for _ in client.chat(model="m", messages=MESSAGES, stream=True):
+            pass
+    except Exception as exc:
+        return exc
+    raise AssertionError("the stream did not fail")
+
+
+def test_stream_cut_mid_way_fails_the_span_with_the_callers_exception(server, spans):
+    server.configure(fail_after_chunks=2, tokens=["t"] * 5)
+    plain = _cut_stream_error(_client(server))
+    registry.instrument(["ollama", "httpx"])
+    try:
+        spans.clear()
+        traced = _cut_stream_error(_client(server))
+    finally:
+        registry.uninstrument()
+    assert type(traced) is type(plain)
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.STREAM_END] == "error"
+    assert span.attributes[sc.ERROR_TYPE] == type(plain).__qualname__
+    assert span.attributes[sc.CHUNK_COUNT] == 2
+
+
+def test_async_stream_cancelled_ends_the_span_as_cancelled(server, spans, instrumented):
+    server.configure(token_delay=0.5, tokens=["t"] * 4)
+
+    async def main() -> None:
+        client = ollama.AsyncClient(host=server.url)
+        reading = asyncio.Event()
+
+        async def read() -> None:
+            async for _ in await client.chat(model="m", messages=MESSAGES, stream=True):
+                reading.set()
+
+        task = asyncio.create_task(read())
+        await reading.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "cancelled"
+    assert span.status.status_code == StatusCode.UNSET
+
+
+def test_async_stream_closed_early(server, spans, instrumented):
+    server.configure(token_delay=0.01, tokens=["t"] * 6)
+
+    async def main() -> None:
+        client = ollama.AsyncClient(host=server.url)
+        stream = await client.generate(model="m", prompt="x", stream=True)
+        async for _ in stream:
+            break
+        await stream.aclose()
+
+    asyncio.run(main())
+    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _error_of(call: Any) -> BaseException:
+    try:
+        result = call()
+        if not isinstance(result, ollama.ChatResponse | ollama.GenerateResponse):
+            list(result)
+    except Exception as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_error_passes_unchanged_with_an_error_span(server, spans, stream):
+    server.configure(status=404, error_message="model 'nope' not found")
+
+    def call() -> Any:
+        return _client(server).chat(model="nope", messages=MESSAGES, stream=stream)
+
+    plain = _error_of(call)
+    registry.instrument(["ollama", "httpx"])
+    try:
+        spans.clear()
+        traced = _error_of(call)
+    finally:
+        registry.uninstrument()
+    assert isinstance(traced, ollama.ResponseError)
+    assert (type(traced), str(traced), traced.status_code) == (
+        type(plain),
+        str(plain),
+        404,
+    )
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.ERROR_TYPE] == "ResponseError"
+    assert span.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 404
+    assert len(spans.get_finished_spans()) == 1  # the HTTP layer added no span of its own
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_connection_error_passes_unchanged(spans, instrumented, stream):
+    client = ollama.Client(host="http://127.0.0.1:9")  # nothing listens on the discard port
+    error = _error_of(lambda: client.chat(model="m", messages=MESSAGES, stream=stream))
+    # the client raises its own ConnectionError whole, httpx's error from a stream
+    assert isinstance(error, ConnectionError if not stream else httpx.ConnectError)
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.ERROR_TYPE] == type(error).__qualname__
+
+
+# --- one span per call, and the registry ------------------------------------------------------
+
+
+def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    HTTPXClientInstrumentor().instrument()
+    try:
+        client = _client(server)
+        client.chat(model="m", messages=MESSAGES)
+        list(client.chat(model="m", messages=MESSAGES, stream=True))
+    finally:
+        HTTPXClientInstrumentor().uninstrument()
+    models = model_spans(spans)
+    assert len(models) == 2
+    others = [s for s in spans.get_finished_spans() if s not in models]
+    # their HTTP span sits under each model span; llmtrace adds none
+    assert len(others) == 2 and all(s.instrumentation_scope.name != "llmtrace" for s in others)
+    assert {s.parent.span_id for s in others} == {m.context.span_id for m in models}
+
+
+def test_uninstrument_restores_the_clients(server, spans):
+    # (the package's attribute ollama._client is its default client, not the module)
+    client_module = sys.modules["ollama._client"]
+    originals = (client_module.Client._request, client_module.AsyncClient._request)
+    assert "ollama" in registry.available_names()
+    assert registry.instrument(["ollama"]) == ["ollama"]
+    assert hasattr(client_module.Client._request, "__wrapped__")
+    registry.uninstrument()
+    assert (client_module.Client._request, client_module.AsyncClient._request) == originals
+    _client(server).chat(model="m", messages=MESSAGES)
+    assert model_spans(spans) == []
+
+
+def test_the_span_carries_no_credential(server, spans, instrumented, monkeypatch):
+    monkeypatch.setenv("OLLAMA_API_KEY", "secret-ollama-key")
+    client = ollama.Client(host=server.url, headers={"X-Api-Key": "secret-header"})
+    list(client.chat(model="m", messages=MESSAGES, stream=True))
+    assert server.requests[-1].headers["authorization"] == "Bearer secret-ollama-key"
+    recorded = json.dumps([dict(s.attributes) for s in spans.get_finished_spans()])
+    assert "secret" not in recorded
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+DELAY = 0.15
+
+
+@pytest.mark.parametrize("operation", ["chat", "generate"])
+def test_ttft_follows_the_injected_first_token_delay_sync(server, spans, instrumented, operation):
+    server.configure(headers_delay=0.03, first_token_delay=DELAY, token_delay=0.005)
+    client = _client(server)
+    client.chat(model="warm", messages=MESSAGES)  # a pooled connection for the timed calls
+    spans.clear()
+    for _ in range(5):
+        if operation == "chat":
+            list(client.chat(model="m", messages=MESSAGES, stream=True))
+        else:
+            list(client.generate(model="m", prompt="x", stream=True))
+    path = f"/api/{operation}"
+    requests = [r for r in server.requests if r.path == path][-5:]
+    models = model_spans(spans)
+    assert_ttft(models, requests, DELAY)
+    for span in models:
+        assert span.attributes[sc.TIME_TO_HEADERS] >= 0.03
+
+
+@pytest.mark.parametrize("operation", ["chat", "generate"])
+def test_ttft_follows_the_injected_first_token_delay_async(server, spans, instrumented, operation):
+    server.configure(headers_delay=0.03, first_token_delay=DELAY, token_delay=0.005)
+
+    async def main() -> None:
+        client = ollama.AsyncClient(host=server.url)
+        await client.chat(model="warm", messages=MESSAGES)
+        spans.clear()
+        for _ in range(5):
+            if operation == "chat":
+                stream = await client.chat(model="m", messages=MESSAGES, stream=True)
+            else:
+                stream = await client.generate(model="m", prompt="x", stream=True)
+            async for _ in stream:
+                pass
+
+    asyncio.run(main())
+    path = f"/api/{operation}"
+    requests = [r for r in server.requests if r.path == path][-5:]
+    assert_ttft(model_spans(spans), requests, DELAY)
+
+
+# --- the report: a model load is stage load ---------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_report_shows_the_servers_model_load_as_stage_load(
+    server, spans, instrumented, tmp_path, monkeypatch, stream
+):
+    server.configure(first_token_delay=0.3, token_delay=0.01)
+    wire.set_load_time(server, 0.2)
+    client = _client(server)
+    with trace.get_tracer("app").start_as_current_span("answer"):
+        result = client.chat(model="m", messages=MESSAGES, stream=stream)
+        if stream:
+            list(result)
+    load = only_span(spans).attributes[sc.SERVER_LOAD_TIME]
+    assert load == pytest.approx(0.2)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(encode_request(spans.get_finished_spans())) + "\n")
+    reports = []
+    for native in ("0", "1"):
+        monkeypatch.setenv("LLMTRACE_NATIVE", native)
+        report = build_report(load_traces(str(path)))
+        reports.append(report.to_json())
+        stages = report.stages
+        assert stages["load"].distribution.p50 == pytest.approx(load, abs=1e-9)
+        # the rest of the wait for the first token: the prompt's evaluation, about 0.1 s
+        assert 0.09 <= stages["ttft"].distribution.p50 < 0.2
+    for data in reports:
+        data.pop("generated_at")
+    assert reports[0] == reports[1]
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+OLLAMA_CASSETTES = cassettes("ollama")
+
+
+def _recorded_lines(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+
+def _expected(response_body: str) -> dict[str, Any]:
+    """What the span must say, read from the recorded answer (its final line for a stream)."""
+    final = _recorded_lines(response_body)[-1]
+    expected: dict[str, Any] = {}
+    if "model" in final:
+        expected[sc.GEN_AI_RESPONSE_MODEL] = final["model"]
+    if "done_reason" in final:
+        expected[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (final["done_reason"],)
+    # counts as they are; durations from nanoseconds to seconds
+    for field, attribute, unit in (
+        ("prompt_eval_count", sc.GEN_AI_USAGE_INPUT_TOKENS, 1),
+        ("eval_count", sc.GEN_AI_USAGE_OUTPUT_TOKENS, 1),
+        ("load_duration", sc.SERVER_LOAD_TIME, 1e9),
+        ("prompt_eval_duration", sc.SERVER_PROMPT_TIME, 1e9),
+        ("eval_duration", sc.SERVER_GENERATION_TIME, 1e9),
+        ("total_duration", sc.SERVER_PROCESSING_TIME, 1e9),
+    ):
+        if field in final:
+            expected[attribute] = final[field] if unit == 1 else final[field] / unit
+    if "embedding" in final:
+        expected[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(final["embedding"])
+    return expected
+
+
+def _send(url: str, path: str, body: dict[str, Any], asynchronous: bool) -> Any:
+    """The current client's call for a recorded request (fields it no longer sends left out)."""
+    stream = bool(body.get("stream"))
+    options_ = body.get("options") or None
+    if path == "/api/chat":
+        method, arguments = (
+            "chat",
+            {
+                "model": body["model"],
+                "messages": body["messages"],
+                "tools": body.get("tools") or None,
+                "options": options_,
+                "stream": stream,
+            },
+        )
+    elif path == "/api/generate":
+        method, arguments = (
+            "generate",
+            {
+                "model": body["model"],
+                "prompt": body["prompt"],
+                "system": body.get("system") or None,
+                "options": options_,
+                "stream": stream,
+            },
+        )
+    else:
+        assert path == "/api/embeddings", path
+        method, arguments = (
+            "embeddings",
+            {
+                "model": body["model"],
+                "prompt": body["prompt"],
+                "options": options_,
+            },
+        )
+    if not asynchronous:
+        result = getattr(ollama.Client(host=url), method)(**arguments)
+        return list(result) if stream else result
+
+    async def main() -> Any:
+        result = await getattr(ollama.AsyncClient(host=url), method)(**arguments)
+        return [part async for part in result] if stream else result
+
+    return asyncio.run(main())
+
+
+def _outcome(server: ModelServer, cassette: Path, interaction: dict[str, Any]) -> Any:
+    request = interaction["request"]
+    path = request["uri"].split("://", 1)[1].split("/", 1)[1]
+    body = json.loads(request["body"])
+    asynchronous = cassette.name.startswith("async_")
+    try:
+        return _send(server.url, f"/{path}", body, asynchronous)
+    except Exception as exc:
+        return exc
+
+
+def test_every_recording_is_replayed() -> None:
+    assert len(OLLAMA_CASSETTES) == 19
+
+
+@pytest.mark.parametrize("cassette", OLLAMA_CASSETTES, ids=lambda path: path.stem)
+def test_replay(cassette: Path, server, spans) -> None:
+    (interaction,) = yaml.safe_load(cassette.read_text())["interactions"]
+    body = json.loads(interaction["request"]["body"])
+    # openinference stripped the headers: a stream is served as Ollama sends it
+    server.play_cassette(interaction, content_type=wire.NDJSON if body.get("stream") else None)
+    response = interaction["response"]
+    status = response["status"]["code"]
+    plain = _outcome(server, cassette, interaction)
+    registry.instrument(["ollama", "httpx"])
+    try:
+        spans.clear()
+        traced = _outcome(server, cassette, interaction)
+    finally:
+        registry.uninstrument()
+    span = only_span(spans)
+    assert len(spans.get_finished_spans()) == 1
+    if status >= 400:
+        assert isinstance(traced, ollama.ResponseError)
+        assert (type(traced), str(traced), traced.status_code) == (
+            type(plain),
+            str(plain),
+            status,
+        )
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes[sc.ERROR_TYPE] == "ResponseError"
+        assert span.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == status
+        assert span.attributes[sc.GEN_AI_REQUEST_MODEL] == body["model"]
+        return
+    assert not isinstance(traced, Exception), traced
+    assert span.status.status_code == StatusCode.OK
+    expected = _expected(response["body"]["string"])
+    assert {k: span.attributes.get(k) for k in expected} == expected
+    # what was not reported is not written (a cached prompt has no prompt_eval_count)
+    for attribute in (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS):
+        assert (attribute in span.attributes) == (attribute in expected)
+    if body.get("stream"):
+        lines = _recorded_lines(response["body"]["string"])
+        assert span.attributes[sc.CHUNK_COUNT] == len(lines) == len(traced)
+        assert span.attributes[sc.STREAM_END] == "completed"
+        assert span.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0
+    if "tool_calls" in response["body"]["string"]:
+        assert span.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+        assert traced.message.tool_calls
+
+
+def test_replayed_thinking_stream_has_its_first_token_at_the_first_thought(server, spans):
+    (path,) = [p for p in OLLAMA_CASSETTES if p.stem == "chat_streaming_thinking"]
+    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    server.play_cassette(interaction, content_type=wire.NDJSON)
+    registry.instrument(["ollama", "httpx"])
+    try:
+        started = time.monotonic()
+        parts = list(_client(server).chat(model="qwen3.6:latest", messages=MESSAGES, stream=True))
+        elapsed = time.monotonic() - started
+    finally:
+        registry.uninstrument()
+    assert parts[0].message.thinking and not parts[0].message.content
+    attributes = only_span(spans).attributes
+    assert attributes[sc.TIME_TO_FIRST_TOKEN] == attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+    assert attributes[sc.TIME_TO_FIRST_TOKEN] < elapsed
