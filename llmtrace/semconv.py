@@ -150,3 +150,7 @@ GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
 # Server-reported time spent loading the model before the request could run (seconds; Ollama's
 # load_duration). Part of the server's time to first token; the report counts it as stage load.
 SERVER_LOAD_TIME: Final = "llmtrace.server.load_time"
+
+# --- Amazon Bedrock (llmtrace.instrumentation.bedrock): OpenTelemetry's AWS names --------------
+AWS_REQUEST_ID: Final = "aws.request_id"
+AWS_BEDROCK_GUARDRAIL_ID: Final = "aws.bedrock.guardrail.id"

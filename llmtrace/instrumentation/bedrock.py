@@ -1,0 +1,967 @@
+"""Amazon Bedrock Runtime through ``boto3``/``botocore``: one span per model call.
+
+Covers the four model operations of a ``bedrock-runtime`` client: ``converse``,
+``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``. Every other AWS
+call (other operations of the client, such as ``apply_guardrail``, and every other service,
+``bedrock-agent-runtime`` included) is left alone and gets no span from here.
+
+Where it hooks: ``botocore.client.BaseClient._make_api_call(operation_name, api_params)``, the
+one method every client call goes through (retries inside). A call that is not one of the four
+operations costs a dictionary lookup; the service is checked once per client class.
+
+What is recorded:
+
+- Converse / ConverseStream: one shape for every model. ``inferenceConfig`` (maxTokens,
+  temperature, topP, stopSequences), ``usage`` (inputTokens, outputTokens, cacheReadInputTokens,
+  cacheWriteInputTokens), ``stopReason``, and ``metrics.latencyMs`` as
+  ``llmtrace.server.processing_time`` (the model's time on the service, which the report uses to
+  tell network from model time).
+- InvokeModel / InvokeModelWithResponseStream: the body is the model family's own format. The
+  request parameters and the response's usage, finish reason, id and model are read by shape, so
+  one reader serves Anthropic (Claude 2 text completion and Claude 3 Messages, prompt caching
+  included), Amazon Nova and Titan (text; ``amazon.titan-embed-*`` and ``cohere.embed-*`` are
+  ``embeddings`` calls with stage ``embedding``), Meta Llama, Mistral, Cohere Command, AI21 and
+  OpenAI-compatible bodies (imported models). Counts the body leaves out are taken from the
+  ``X-Amzn-Bedrock-Input-Token-Count`` / ``-Output-Token-Count`` / ``-Cache-*`` headers (a
+  guarded Nova answer, Claude 2, Cohere Command and AI21 report them only there), and
+  ``X-Amzn-Bedrock-Invocation-Latency`` is the server's processing time. A stream's final
+  ``amazon-bedrock-invocationMetrics`` gives the same, and ``firstByteLatency`` as
+  ``llmtrace.server.time_to_first_token``. When the model's own usage and Bedrock's invocation
+  metrics disagree (a Claude tool-use stream does), the model's usage is recorded.
+- InvokeModel returns the body unread (a ``StreamingBody``): it is read here, and the caller gets
+  a ``StreamingBody`` over the same bytes.
+- Streams: botocore's ``EventStream`` is wrapped in llmtrace's stream recorder (TTFT at the first
+  content delta: ``contentBlockDelta`` for ConverseStream, the ``chunk`` whose model JSON carries
+  output for InvokeModelWithResponseStream), ending the span exactly once on every path.
+- Errors: the caller's exception unchanged (``ClientError`` and its modeled subclasses,
+  ``EventStreamError`` mid-stream); ``error.type`` is the AWS error code
+  (``ThrottlingException``, ``modelStreamErrorException``), ``aws.request_id`` the request's id.
+- ``aws.bedrock.guardrail.id`` when the call names a guardrail. No request header is read: the
+  SigV4 ``Authorization``, ``X-Amz-Security-Token`` and ``X-Amz-Date`` never reach a span.
+
+Time to headers: botocore sends through urllib3, which llmtrace does not hook. The endpoint's
+``Endpoint._send(request)`` returns when urllib3 has the response headers, for a streamed or
+InvokeModel answer before its body is read; the wrapper there records the moment for a Bedrock
+call in flight and only reads a context variable for any other AWS call. For Converse (a JSON
+answer) botocore reads the body inside ``_send``: the time to headers includes the body, which
+Bedrock sends with its headers once the answer is complete.
+
+OpenTelemetry's botocore instrumentation: it spans every AWS call, and for ``bedrock-runtime``
+records GenAI attributes of its own. With both active there would be two model spans per call
+(rule 4 of DESIGN.md). llmtrace's span is the model span (stage, TTFT and generation timing,
+usage), and the botocore instrumentation's span is suppressed for exactly the calls llmtrace
+traces, through its own hook: ``_AwsSdkExtension.should_trace_service_call()`` answering False is
+its "no span for this call" path. It is answered False only for the four model operations of
+``bedrock-runtime`` while llmtrace traces (whichever of the two wrappers is outermost); its spans
+of every other AWS call, ``apply_guardrail`` included, are unchanged, and it still injects the
+X-Ray trace header, under llmtrace's span.
+
+Not traced: ``apply_guardrail`` (a guardrail check, not a model call; its time stays with the
+caller's span or with OpenTelemetry's botocore span), ``bedrock-agent-runtime``
+(``retrieve_and_generate``, ``invoke_agent``: the agent's model calls run inside AWS, out of
+sight), ``invoke_model_with_bidirectional_stream`` and the asynchronous invocations. aiobotocore
+is not instrumented.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.trace import Span, SpanKind
+
+from llmtrace import semconv
+from llmtrace._safety import log_once
+from llmtrace.instrumentation._base import (
+    ModelCall,
+    bounded_content,
+    capture_settings,
+    current_model_call,
+    enter_model_call,
+    get_tracer,
+    leave_model_call,
+    note_provider_call,
+    should_trace,
+)
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.span_errors import record_error
+from llmtrace.streaming import STATUS_OK, StreamRecorder, TracedStream, end_model_span
+
+logger = logging.getLogger(__name__)
+
+PROVIDER = "aws.bedrock"
+SERVICE = "bedrock-runtime"
+
+# operation name -> (streamed, Converse API)
+_OPERATIONS: dict[str, tuple[bool, bool]] = {
+    "Converse": (False, True),
+    "ConverseStream": (True, True),
+    "InvokeModel": (False, False),
+    "InvokeModelWithResponseStream": (True, False),
+}
+
+# Cross-region inference profiles put a geography before the model id.
+_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca.")
+
+# Request parameter -> the names the model families give it, at the top of the body or in its
+# ``inferenceConfig`` (Nova, Converse) / ``textGenerationConfig`` (Titan).
+_REQUEST_PARAMETERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        semconv.GEN_AI_REQUEST_MAX_TOKENS,
+        (
+            "max_tokens",
+            "max_tokens_to_sample",
+            "max_gen_len",
+            "maxTokens",
+            "maxTokenCount",
+            "max_new_tokens",
+        ),
+    ),
+    (semconv.GEN_AI_REQUEST_TEMPERATURE, ("temperature",)),
+    (semconv.GEN_AI_REQUEST_TOP_P, ("top_p", "topP", "p")),
+)
+_STOP_SEQUENCES = ("stop_sequences", "stopSequences", "stop")
+
+# Usage attribute -> the names the families (and Converse) report it under, in a ``usage``
+# object, at the top of the body, or in Bedrock's ``amazon-bedrock-invocationMetrics``.
+_USAGE_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        semconv.GEN_AI_USAGE_INPUT_TOKENS,
+        ("input_tokens", "inputTokens", "prompt_tokens", "prompt_token_count"),
+    ),
+    (
+        semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+        ("output_tokens", "outputTokens", "completion_tokens", "generation_token_count"),
+    ),
+    (
+        semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        ("cache_read_input_tokens", "cacheReadInputTokens", "cacheReadInputTokenCount"),
+    ),
+    (
+        semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        ("cache_creation_input_tokens", "cacheWriteInputTokens", "cacheWriteInputTokenCount"),
+    ),
+)
+_METRICS_USAGE: tuple[tuple[str, str], ...] = (
+    (semconv.GEN_AI_USAGE_INPUT_TOKENS, "inputTokenCount"),
+    (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "outputTokenCount"),
+    (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, "cacheReadInputTokenCount"),
+    (semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, "cacheWriteInputTokenCount"),
+)
+_HEADER_USAGE: tuple[tuple[str, str], ...] = (
+    (semconv.GEN_AI_USAGE_INPUT_TOKENS, "x-amzn-bedrock-input-token-count"),
+    (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "x-amzn-bedrock-output-token-count"),
+    (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, "x-amzn-bedrock-cache-read-input-token-count"),
+    (
+        semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        "x-amzn-bedrock-cache-write-input-token-count",
+    ),
+)
+_INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
+
+
+def _count(value: Any) -> int | None:
+    """A token count: an int, or an integral float (Titan sends ``28.0``); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _milliseconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number / 1000.0 if number >= 0 else None
+
+
+def model_name(model_id: str) -> str:
+    """The model's own id in a model id, inference-profile id or ARN:
+    ``arn:...:inference-profile/us.anthropic.claude-3-7-...`` -> ``anthropic.claude-3-7-...``."""
+    name = model_id.rsplit("/", 1)[-1]
+    for prefix in _PROFILE_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def is_embedding_model(model_id: str) -> bool:
+    name = model_name(model_id)
+    return name.startswith(("amazon.titan-embed", "cohere.embed", "amazon.nova-2-multimodal-emb"))
+
+
+@functools.lru_cache(maxsize=64)
+def _server(endpoint_url: str) -> tuple[str, int]:
+    parts = urlsplit(endpoint_url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+# Client class -> whether it is a bedrock-runtime client (botocore builds one class per service).
+_bedrock_classes: dict[type, bool] = {}
+
+
+def _is_bedrock_runtime(client: Any) -> bool:
+    cls = client.__class__
+    known = _bedrock_classes.get(cls)
+    if known is None:
+        try:
+            known = client.meta.service_model.service_name == SERVICE
+        except Exception:
+            known = False
+        if len(_bedrock_classes) < 256:
+            _bedrock_classes[cls] = known
+    return known
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def _request_parameters(body: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+    """Sampling parameters, from the body and its ``inferenceConfig``/``textGenerationConfig``."""
+    sources: list[Mapping[str, Any]] = [body]
+    for name in ("inferenceConfig", "textGenerationConfig"):
+        config = body.get(name)
+        if isinstance(config, Mapping):
+            sources.append(config)
+    for attribute, names in _REQUEST_PARAMETERS:
+        for source in sources:
+            value = next((source[n] for n in names if n in source), None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                attributes[attribute] = value
+                break
+    for source in sources:
+        stop = next((source[n] for n in _STOP_SEQUENCES if n in source), None)
+        if isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
+            attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+            break
+
+
+def _invoke_body(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    body = params.get("body")
+    if isinstance(body, bytes | bytearray | str):
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            return {}
+        return decoded if isinstance(decoded, Mapping) else {}
+    return {}  # a file object: not read here (the client sends it)
+
+
+class _Plan:
+    """What was decided about one call before it is sent."""
+
+    __slots__ = ("capture", "converse", "operation", "redact", "streamed")
+
+    def __init__(self, operation: str, streamed: bool, converse: bool) -> None:
+        self.operation = operation
+        self.streamed = streamed
+        self.converse = converse
+        # (max bytes, redaction hook) when content is captured
+        self.capture: tuple[int, Callable[[str], str] | None] | None = None
+
+
+def plan_call(
+    client: Any, operation: str, params: Mapping[str, Any]
+) -> tuple[str, dict[str, Any], _Plan]:
+    """(span name, start attributes, plan) of one model operation."""
+    streamed, converse = _OPERATIONS[operation]
+    model_id = params.get("modelId")
+    model = model_id if isinstance(model_id, str) else ""
+    host, port = _server(client.meta.endpoint_url)
+    attributes: dict[str, Any] = {
+        semconv.GEN_AI_PROVIDER_NAME: PROVIDER,
+        semconv.SERVER_ADDRESS: host,
+        semconv.SERVER_PORT: port,
+        semconv.GEN_AI_REQUEST_STREAM: streamed,
+    }
+    if model:
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    plan = _Plan(operation, streamed, converse)
+    capture, max_bytes, redact, _ = capture_settings()
+    if capture:
+        plan.capture = (max_bytes, redact)
+    if converse:
+        operation_name = semconv.OP_CHAT
+        config = params.get("inferenceConfig")
+        if isinstance(config, Mapping):
+            _request_parameters(config, attributes)
+        guardrail = params.get("guardrailConfig")
+        guardrail_id = (
+            guardrail.get("guardrailIdentifier") if isinstance(guardrail, Mapping) else None
+        )
+        body: Mapping[str, Any] = params
+        inputs = params.get("messages")
+    else:
+        body = _invoke_body(params)
+        if is_embedding_model(model):
+            operation_name = semconv.OP_EMBEDDINGS
+        elif "messages" in body:
+            operation_name = semconv.OP_CHAT
+        else:
+            operation_name = semconv.OP_TEXT_COMPLETION
+        _request_parameters(body, attributes)
+        guardrail_id = params.get("guardrailIdentifier")
+        inputs = next(
+            (body[name] for name in ("messages", "prompt", "inputText", "texts") if name in body),
+            None,
+        )
+    attributes[semconv.GEN_AI_OPERATION_NAME] = operation_name
+    attributes[semconv.STAGE] = (
+        "embedding" if operation_name == semconv.OP_EMBEDDINGS else semconv.LLM_STAGE
+    )
+    if isinstance(guardrail_id, str) and guardrail_id:
+        attributes[semconv.AWS_BEDROCK_GUARDRAIL_ID] = guardrail_id
+    if plan.capture is not None and inputs is not None:
+        attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
+            json.dumps(inputs, default=str), *plan.capture
+        )
+        system = body.get("system")
+        if system is not None:
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
+                json.dumps(system, default=str), *plan.capture
+            )
+    name = f"{operation_name} {model}" if model else operation_name
+    return name, attributes, plan
+
+
+# --- responses --------------------------------------------------------------------------------
+
+
+def usage_attributes(source: Any, attributes: dict[str, Any]) -> None:
+    """Token counts under any family's names in ``source`` (a usage object or a body); a count
+    already known is kept."""
+    if not isinstance(source, Mapping):
+        return
+    for attribute, names in _USAGE_NAMES:
+        if attribute in attributes:
+            continue
+        for name in names:
+            value = _count(source.get(name))
+            if value is not None:
+                attributes[attribute] = value
+                break
+
+
+def _invocation_metrics(metrics: Any, attributes: dict[str, Any]) -> None:
+    """Bedrock's own counts and timings at the end of a stream (fills what the model left out)."""
+    if not isinstance(metrics, Mapping):
+        return
+    for attribute, name in _METRICS_USAGE:
+        value = _count(metrics.get(name))
+        if value is not None and attribute not in attributes:
+            attributes[attribute] = value
+    latency = _milliseconds(metrics.get("invocationLatency"))
+    if latency is not None:
+        attributes[semconv.SERVER_PROCESSING_TIME] = latency
+    first_byte = _milliseconds(metrics.get("firstByteLatency"))
+    if first_byte is not None:
+        attributes[semconv.SERVER_TIME_TO_FIRST_TOKEN] = first_byte
+
+
+def _finish_reasons(body: Mapping[str, Any]) -> list[str]:
+    """Every family's finish reason(s) in a whole InvokeModel body."""
+    for name in ("stop_reason", "stopReason", "finish_reason", "completionReason"):
+        value = body.get(name)
+        if isinstance(value, str) and value:
+            return [value]
+    reasons: list[str] = []
+    for list_name, reason_names in (
+        ("results", ("completionReason",)),  # Titan
+        ("generations", ("finish_reason",)),  # Cohere Command
+        ("outputs", ("stop_reason",)),  # Mistral
+        ("choices", ("finish_reason", "stop_reason")),  # OpenAI-compatible, Mistral chat
+        ("completions", ("finishReason",)),  # AI21 Jurassic
+    ):
+        items = body.get(list_name)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if not isinstance(item, Mapping):
+                continue
+            for reason_name in reason_names:
+                reason = item.get(reason_name)
+                if isinstance(reason, Mapping):  # AI21: {"reason": "endoftext"}
+                    reason = reason.get("reason")
+                if isinstance(reason, str) and reason:
+                    reasons.append(reason)
+                    break
+        if reasons:
+            break
+    return reasons
+
+
+def _text_of(body: Mapping[str, Any]) -> str:
+    """The output text of a whole InvokeModel or Converse body, for content capture."""
+    texts: list[str] = []
+    content = body.get("content")
+    output = body.get("output")
+    if isinstance(output, Mapping):
+        message = output.get("message")
+        if isinstance(message, Mapping):
+            content = message.get("content")
+    if isinstance(content, list):
+        texts += [b["text"] for b in content if isinstance(b, Mapping) and "text" in b]
+    for name in ("completion", "generation", "text", "outputText"):
+        if isinstance(body.get(name), str):
+            texts.append(body[name])
+    for list_name, text_name in (
+        ("results", "outputText"),
+        ("generations", "text"),
+        ("outputs", "text"),
+        ("choices", "text"),
+    ):
+        items = body.get(list_name)
+        if isinstance(items, list):
+            texts += [i[text_name] for i in items if isinstance(i, Mapping) and text_name in i]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
+    """A whole InvokeModel body's usage, finish reasons, id, model and embedding size."""
+    if not isinstance(body, Mapping):
+        return
+    usage_attributes(body.get("usage"), attributes)
+    usage_attributes(body, attributes)  # Llama's *_token_count at the top
+    if semconv.GEN_AI_USAGE_INPUT_TOKENS not in attributes:
+        value = _count(body.get("inputTextTokenCount"))  # Titan
+        if value is not None:
+            attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = value
+    results = body.get("results")
+    if semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in attributes and isinstance(results, list):
+        counts = [_count(r.get("tokenCount")) for r in results if isinstance(r, Mapping)]
+        if counts and all(c is not None for c in counts):
+            attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = sum(c for c in counts if c)
+    reasons = _finish_reasons(body)
+    if reasons:
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    response_id = body.get("id", body.get("response_id"))
+    if isinstance(response_id, int) and not isinstance(response_id, bool):
+        response_id = str(response_id)  # AI21 Jurassic's numeric id
+    if isinstance(response_id, str) and response_id:
+        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+    model = body.get("model")
+    if isinstance(model, str) and model:
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    embedding = body.get("embedding")
+    embeddings = body.get("embeddings")
+    if isinstance(embeddings, list) and embeddings and isinstance(embeddings[0], list):
+        embedding = embeddings[0]
+    if isinstance(embedding, list):
+        attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
+
+
+def converse_response_attributes(result: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+    usage_attributes(result.get("usage"), attributes)
+    reason = result.get("stopReason")
+    if isinstance(reason, str) and reason:
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+    metrics = result.get("metrics")
+    if isinstance(metrics, Mapping):
+        latency = _milliseconds(metrics.get("latencyMs"))
+        if latency is not None:
+            attributes[semconv.SERVER_PROCESSING_TIME] = latency
+
+
+def _headers_of(result: Any) -> Mapping[str, Any]:
+    metadata = result.get("ResponseMetadata") if isinstance(result, Mapping) else None
+    headers = metadata.get("HTTPHeaders") if isinstance(metadata, Mapping) else None
+    return headers if isinstance(headers, Mapping) else {}
+
+
+def _metadata_attributes(result: Any, attributes: dict[str, Any]) -> None:
+    """The request id (``aws.request_id``) from botocore's ResponseMetadata."""
+    metadata = result.get("ResponseMetadata") if isinstance(result, Mapping) else None
+    if isinstance(metadata, Mapping):
+        request_id = metadata.get("RequestId")
+        if isinstance(request_id, str) and request_id:
+            attributes[semconv.AWS_REQUEST_ID] = request_id
+
+
+def header_attributes(headers: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+    """InvokeModel's ``X-Amzn-Bedrock-*`` headers (botocore lower-cases header names): counts
+    the body did not report, and the invocation latency."""
+    for attribute, name in _HEADER_USAGE:
+        if attribute not in attributes:
+            value = _count(headers.get(name))
+            if value is not None:
+                attributes[attribute] = value
+    if semconv.SERVER_PROCESSING_TIME not in attributes:
+        latency = _milliseconds(headers.get("x-amzn-bedrock-invocation-latency"))
+        if latency is not None:
+            attributes[semconv.SERVER_PROCESSING_TIME] = latency
+
+
+def _output_messages(text: str, capture: tuple[int, Callable[[str], str] | None]) -> str:
+    return bounded_content(json.dumps([{"role": "assistant", "content": text}]), *capture)
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+class ConverseStreamParser:
+    """ConverseStream events (botocore's parsed dicts): ``contentBlockDelta`` is output;
+    ``messageStop`` has the stop reason, ``metadata`` the usage and latency."""
+
+    __slots__ = ("_capture", "_text", "attributes")
+
+    def __init__(self, capture: tuple[int, Callable[[str], str] | None] | None = None) -> None:
+        self.attributes: dict[str, Any] = {}
+        self._capture = capture
+        self._text: list[str] | None = [] if capture is not None else None
+
+    def has_content(self, event: Any) -> bool:
+        return "contentBlockDelta" in event
+
+    def observe(self, event: Any) -> None:
+        if "contentBlockDelta" in event:
+            if self._text is not None:
+                text = event["contentBlockDelta"].get("delta", {}).get("text")
+                if isinstance(text, str):
+                    self._text.append(text)
+        elif "messageStop" in event:
+            reason = event["messageStop"].get("stopReason")
+            if isinstance(reason, str) and reason:
+                self.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+        elif "metadata" in event:
+            converse_response_attributes(event["metadata"], self.attributes)
+
+    def output_tokens(self) -> int | None:
+        tokens = self.attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+        return tokens if isinstance(tokens, int) else None
+
+    def finish(self, span: Span) -> None:
+        attributes = self.attributes
+        if self._text and self._capture is not None:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
+                "".join(self._text), self._capture
+            )
+        if attributes:
+            span.set_attributes(attributes)
+
+
+def _chunk_text(chunk: Mapping[str, Any]) -> tuple[bool, str]:
+    """(carries output, its text) for one model family's streamed chunk."""
+    kind = chunk.get("type")
+    if kind is not None:  # Anthropic
+        if kind == "content_block_delta":
+            delta = chunk.get("delta")
+            text = delta.get("text") if isinstance(delta, Mapping) else None
+            return True, text if isinstance(text, str) else ""
+        return False, ""
+    delta_event = chunk.get("contentBlockDelta")  # Nova
+    if isinstance(delta_event, Mapping):
+        delta = delta_event.get("delta")
+        text = delta.get("text") if isinstance(delta, Mapping) else None
+        return True, text if isinstance(text, str) else ""
+    for name in ("outputText", "generation", "text", "completion"):  # Titan, Llama, Cohere
+        text = chunk.get(name)
+        if isinstance(text, str):
+            return bool(text), text
+    for list_name in ("outputs", "generations", "choices"):  # Mistral, Cohere, OpenAI-like
+        items = chunk.get(list_name)
+        if isinstance(items, list) and items and isinstance(items[0], Mapping):
+            first = items[0]
+            text = first.get("text")
+            if text is None and isinstance(first.get("delta"), Mapping):
+                text = first["delta"].get("content")
+            if isinstance(text, str):
+                return bool(text), text
+    return False, ""
+
+
+class InvokeStreamParser:
+    """InvokeModelWithResponseStream ``chunk`` events: each carries the model family's JSON.
+
+    Each chunk's JSON is decoded once (``has_content`` and ``observe`` see the same event).
+    """
+
+    __slots__ = ("_capture", "_last", "_last_event", "_text", "attributes", "metrics")
+
+    def __init__(self, capture: tuple[int, Callable[[str], str] | None] | None = None) -> None:
+        self.attributes: dict[str, Any] = {}
+        self.metrics: dict[str, Any] = {}
+        self._capture = capture
+        self._text: list[str] | None = [] if capture is not None else None
+        self._last_event: Any = None
+        self._last: Mapping[str, Any] = {}
+
+    def _decoded(self, event: Any) -> Mapping[str, Any]:
+        if event is self._last_event:
+            return self._last
+        decoded: Any = None
+        chunk = event.get("chunk") if isinstance(event, Mapping) else None
+        data = chunk.get("bytes") if isinstance(chunk, Mapping) else None
+        if isinstance(data, bytes | bytearray | str):
+            try:
+                decoded = json.loads(data)
+            except ValueError:
+                decoded = None
+        self._last_event = event
+        self._last = decoded if isinstance(decoded, Mapping) else {}
+        return self._last
+
+    def has_content(self, event: Any) -> bool:
+        return _chunk_text(self._decoded(event))[0]
+
+    def observe(self, event: Any) -> None:
+        chunk = self._decoded(event)
+        self._last_event = None  # the next event is decoded afresh
+        if not chunk:
+            return
+        if self._text is not None:
+            self._text.append(_chunk_text(chunk)[1])
+        attributes = self.attributes
+        kind = chunk.get("type")
+        if kind == "message_start":  # Anthropic
+            message = chunk.get("message")
+            if isinstance(message, Mapping):
+                for name, attribute in (
+                    ("id", semconv.GEN_AI_RESPONSE_ID),
+                    ("model", semconv.GEN_AI_RESPONSE_MODEL),
+                ):
+                    value = message.get(name)
+                    if isinstance(value, str) and value:
+                        attributes[attribute] = value
+                self._usage(message.get("usage"))
+        elif kind == "message_delta":
+            delta = chunk.get("delta")
+            reason = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            if isinstance(reason, str) and reason:
+                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+            # message_delta's usage is cumulative: it replaces message_start's.
+            self._usage(chunk.get("usage"))
+        elif kind is None:
+            self._other_family(chunk)
+        metrics = chunk.get(_INVOCATION_METRICS)
+        if isinstance(metrics, Mapping):
+            self.metrics = dict(metrics)
+
+    def _usage(self, usage: Any) -> None:
+        found: dict[str, Any] = {}
+        usage_attributes(usage, found)
+        self.attributes.update(found)
+
+    def _other_family(self, chunk: Mapping[str, Any]) -> None:
+        attributes = self.attributes
+        stop = chunk.get("messageStop")  # Nova
+        if isinstance(stop, Mapping):
+            reason = stop.get("stopReason")
+            if isinstance(reason, str) and reason:
+                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+            return
+        metadata = chunk.get("metadata")
+        if isinstance(metadata, Mapping):
+            self._usage(metadata.get("usage"))
+            return
+        # Titan, Llama, Mistral, Cohere: counts ride on the chunks, the last one cumulative.
+        found: dict[str, Any] = {}
+        usage_attributes(chunk, found)
+        for attribute, name in (
+            (semconv.GEN_AI_USAGE_INPUT_TOKENS, "inputTextTokenCount"),
+            (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "totalOutputTextTokenCount"),
+        ):
+            value = _count(chunk.get(name))
+            if value is not None:
+                found[attribute] = value
+        attributes.update(found)
+        reasons = _finish_reasons(chunk)
+        if reasons:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+
+    def output_tokens(self) -> int | None:
+        tokens = self.attributes.get(
+            semconv.GEN_AI_USAGE_OUTPUT_TOKENS, self.metrics.get("outputTokenCount")
+        )
+        return tokens if isinstance(tokens, int) else None
+
+    def finish(self, span: Span) -> None:
+        attributes = self.attributes
+        _invocation_metrics(self.metrics, attributes)
+        if self._text and self._capture is not None:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
+                "".join(self._text), self._capture
+            )
+        if attributes:
+            span.set_attributes(attributes)
+
+
+def aws_error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ``ClientError`` (``ThrottlingException``, ...)."""
+    response = getattr(exc, "response", None)
+    error = response.get("Error") if isinstance(response, Mapping) else None
+    code = error.get("Code") if isinstance(error, Mapping) else None
+    return code if isinstance(code, str) and code else None
+
+
+def record_aws_error(span: Span, exc: BaseException) -> None:
+    """Mark ``span`` failed by ``exc``; ``error.type`` is the AWS error code when it has one."""
+    record_error(span, exc)
+    response = getattr(exc, "response", None)
+    if not isinstance(response, Mapping) or not span.is_recording():
+        return
+    attributes: dict[str, Any] = {}
+    code = aws_error_code(exc)
+    if code is not None:
+        attributes[semconv.ERROR_TYPE] = code
+    metadata = response.get("ResponseMetadata")
+    if isinstance(metadata, Mapping):
+        status = metadata.get("HTTPStatusCode")
+        if isinstance(status, int) and not isinstance(status, bool):
+            attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
+    _metadata_attributes(response, attributes)
+    if attributes:
+        span.set_attributes(attributes)
+
+
+class _AwsStreamRecorder(StreamRecorder):
+    """The shared stream lifecycle; an AWS error mid-stream is typed by its error code."""
+
+    __slots__ = ()
+
+    def end(self, how: str, exc: BaseException | None = None) -> None:
+        if how == "error" and exc is not None and not self.ended and aws_error_code(exc):
+            try:
+                record_aws_error(self.span, exc)
+            except Exception:
+                log_once(logger, "stream error recording failed")
+            exc = None  # recorded: the lifecycle only ends the span
+        super().end(how, exc)
+
+
+class _BedrockCall(ModelCall):
+    """A Bedrock model call in flight (the endpoint's send hook records only these)."""
+
+    __slots__ = ()
+
+
+# --- the call ---------------------------------------------------------------------------------
+
+
+def _start(client: Any, operation: str, params: Any) -> tuple[_BedrockCall, _Plan] | None:
+    try:
+        if not isinstance(params, Mapping):
+            return None
+        name, attributes, plan = plan_call(client, operation, params)
+        started_at = time.monotonic()
+        span = get_tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        note_provider_call()
+        call = _BedrockCall(span, started_at)
+        call.collected = {}
+        return call, plan
+    except Exception:
+        log_once(logger, "Bedrock call span start failed")
+        return None
+
+
+def _fail(call: ModelCall, exc: BaseException) -> None:
+    span = call.span
+    try:
+        call.set_collected()
+        if isinstance(exc, Exception):
+            record_aws_error(span, exc)
+        else:
+            span.set_attribute(semconv.STREAM_END, "cancelled")
+    except Exception:
+        log_once(logger, "Bedrock call error recording failed")
+    finally:
+        end_model_span(span, call.started_at)
+
+
+def _read_body(result: dict[str, Any], call: ModelCall) -> bytes | None:
+    """InvokeModel's body, read; the caller gets a ``StreamingBody`` over the same bytes. A read
+    that fails ends the span failed and leaves the caller a body raising the same exception
+    (raises :class:`_BodyFailed`)."""
+    from botocore.response import StreamingBody  # type: ignore[import-untyped]
+
+    body = result.get("body")
+    if body is None or not hasattr(body, "read"):
+        return None
+    try:
+        data = body.read()
+    except Exception as exc:
+        result["body"] = _failed_body_class()(exc)
+        _fail(call, exc)
+        raise _BodyFailed from exc
+    except BaseException as exc:
+        _fail(call, exc)
+        raise
+    result["body"] = StreamingBody(io.BytesIO(data), len(data))
+    return data if isinstance(data, bytes) else None
+
+
+class _BodyFailed(Exception):
+    """The body could not be read: the span is ended already."""
+
+
+@functools.cache
+def _failed_body_class() -> type:
+    from botocore.response import StreamingBody
+
+    class FailedBody(StreamingBody):  # type: ignore[misc]
+        """A body whose read failed in the instrumentation: reading it raises that error."""
+
+        def __init__(self, exc: Exception) -> None:
+            super().__init__(io.BytesIO(b""), 0)
+            self._failure = exc
+
+        def read(self, amt: int | None = None) -> bytes:
+            raise self._failure
+
+        def readlines(self) -> list[bytes]:
+            raise self._failure
+
+    return FailedBody
+
+
+def _finish(result: Any, call: ModelCall, plan: _Plan) -> Any:
+    span = call.span
+    if not isinstance(result, dict):
+        call.set_collected()
+        end_model_span(span, call.started_at)
+        return result
+    attributes: dict[str, Any] = {}
+    _metadata_attributes(result, attributes)
+    if plan.streamed:
+        key = "stream" if plan.converse else "body"
+        events = result.get(key)
+        call.headers_received()
+        if events is None:
+            call.add_attributes(attributes)
+            call.set_collected()
+            span.set_status(STATUS_OK)
+            end_model_span(span, call.started_at)
+            return result
+        parser: Any = (
+            ConverseStreamParser(plan.capture)
+            if plan.converse
+            else InvokeStreamParser(plan.capture)
+        )
+        recorder = _AwsStreamRecorder(span, started_at=call.started_at, parser=parser)
+        call.add_attributes(attributes)
+        recorder.collected = call.collected
+        result[key] = TracedStream(events, recorder)
+        return result
+    output = ""
+    if plan.converse:
+        converse_response_attributes(result, attributes)
+        if plan.capture is not None:
+            output = _text_of(result)
+    else:
+        try:
+            data = _read_body(result, call)
+        except _BodyFailed:
+            return result
+        body: Any = None
+        if data:
+            try:
+                body = json.loads(data)
+            except ValueError:
+                body = None
+        invoke_response_attributes(body, attributes)
+        header_attributes(_headers_of(result), attributes)
+        if plan.capture is not None and isinstance(body, Mapping):
+            output = _text_of(body)
+    if output and plan.capture is not None:
+        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(output, plan.capture)
+    try:
+        collected = call.take_collected()
+        if span.is_recording():
+            collected.update(attributes)
+            span.set_attributes(collected)
+        span.set_status(STATUS_OK)
+    finally:
+        end_model_span(span, call.started_at)
+    return result
+
+
+def _make_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``BaseClient._make_api_call(operation_name, api_params)``: a span for Bedrock model calls."""
+    operation = args[0] if args else kwargs.get("operation_name")
+    if (
+        operation not in _OPERATIONS
+        or current_model_call() is not None
+        or not _is_bedrock_runtime(instance)
+        or not should_trace()
+    ):
+        return wrapped(*args, **kwargs)
+    params = args[1] if len(args) > 1 else kwargs.get("api_params")
+    started = _start(instance, operation, params)
+    if started is None:
+        return wrapped(*args, **kwargs)
+    call, plan = started
+    # Not _sdk.call_model: its failure path types an error by its class, where an AWS error's
+    # code, HTTP status and request id are in its response (see record_aws_error).
+    in_flight = enter_model_call(call)
+    try:
+        try:
+            result = wrapped(*args, **kwargs)
+        finally:
+            leave_model_call(in_flight)
+    except BaseException as exc:
+        _fail(call, exc)
+        raise
+    try:
+        return _finish(result, call, plan)
+    except Exception:
+        log_once(logger, "Bedrock response recording failed")
+        try:
+            call.set_collected()
+        finally:
+            end_model_span(call.span, call.started_at)
+        return result
+
+
+def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``Endpoint._send(request)``: returns once urllib3 has the response headers."""
+    call = current_model_call()
+    if call is None or call.__class__ is not _BedrockCall:
+        return wrapped(*args, **kwargs)
+    response = wrapped(*args, **kwargs)
+    call.headers_received()
+    return response
+
+
+def _quiet_botocore_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> bool:
+    """OpenTelemetry's botocore instrumentation asks this before spanning an AWS call: no span
+    for a Bedrock model call llmtrace traces (or is about to, its wrapper being innermost)."""
+    context = getattr(instance, "_call_context", None)
+    if (
+        context is not None
+        and getattr(context, "operation", None) in _OPERATIONS
+        and getattr(context, "service", None) == SERVICE
+        and (isinstance(current_model_call(), _BedrockCall) or should_trace())
+    ):
+        return False
+    return bool(wrapped(*args, **kwargs))
+
+
+class BedrockInstrumentor(LibraryInstrumentor):
+    """Traces the model calls of boto3's ``bedrock-runtime`` clients."""
+
+    package = "boto3"
+    supported = ">= 1.34, < 2"
+
+    def patches(self) -> Iterable[PatchRow]:
+        yield "botocore.client", "BaseClient._make_api_call", _make_api_call
+        yield "botocore.endpoint", "Endpoint._send", _send
+        # OpenTelemetry's botocore span for a call llmtrace traces is suppressed (one span per
+        # call); skipped when opentelemetry-instrumentation-botocore is not installed.
+        yield (
+            "opentelemetry.instrumentation.botocore.extensions.types",
+            "_AwsSdkExtension.should_trace_service_call",
+            _quiet_botocore_span,
+        )
