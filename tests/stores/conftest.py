@@ -172,3 +172,16 @@ def run_auto_instrumented(tmp_path: Path) -> Callable[..., list[Any]]:
         return list(load_traces(str(traces_file)).traces)
 
     return run_app
+
+
+def instrumented_by(instrumentor_class: type[Any]) -> Any:
+    """A module's autouse fixture: ``instrumentor_class`` instrumented for the module's tests."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def instrumented() -> Iterator[None]:
+        instrumentor = instrumentor_class()
+        instrumentor.instrument()
+        yield
+        instrumentor.uninstrument()
+
+    return instrumented

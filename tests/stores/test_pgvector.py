@@ -24,6 +24,7 @@ from llmtrace.analysis.breakdown import breakdown
 from llmtrace.instrumentation.vectordb import _spans
 from llmtrace.instrumentation.vectordb.pgvector import PgVectorInstrumentor, vector_search
 from tests.rag.spans_util import only
+from tests.stores.conftest import instrumented_by
 
 # Starts a PostgreSQL server (the session's postgres fixture).
 pytestmark = pytest.mark.integration
@@ -38,12 +39,7 @@ QUERY = "[0.9,0.1,0]"
 SEARCH = f"SELECT id, body FROM {TABLE} ORDER BY embedding <-> %s::vector LIMIT %s"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def instrumented() -> Iterator[None]:
-    instrumentor = PgVectorInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
+instrumented = instrumented_by(PgVectorInstrumentor)
 
 
 @pytest.fixture(scope="module")
