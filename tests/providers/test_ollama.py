@@ -38,6 +38,7 @@ from tests.frameworks.timing import assert_ttft
 from tests.servers import ollama as wire
 from tests.servers.fixtures import cassettes
 from tests.servers.model_server import ModelServer
+from tests.subprocesses import clean_environment, run
 
 MESSAGES = [{"role": "user", "content": "Why is the sky blue?"}]
 
@@ -717,3 +718,37 @@ def test_replayed_thinking_stream_has_its_first_token_at_the_first_thought(serve
     attributes = only_span(spans).attributes
     assert attributes[sc.TIME_TO_FIRST_TOKEN] == attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
     assert attributes[sc.TIME_TO_FIRST_TOKEN] < elapsed
+
+
+INIT_APP = """
+import sys
+import llmtrace
+from llmtrace.instrumentation import registry
+
+llmtrace.init(service_name="ollama-app", exporter="file", file_path=sys.argv[1])
+assert "ollama" not in sys.modules, "imported before the application imported it"
+import ollama
+
+assert "ollama" in registry.instrumented(), registry.instrumented()
+client = ollama.Client(host=sys.argv[2])
+for part in client.chat(model="llama3", messages=[{"role": "user", "content": "hi"}], stream=True):
+    pass
+llmtrace.shutdown()
+print("ok")
+"""
+
+
+def test_init_instruments_ollama_when_the_app_imports_it_and_the_report_shows_the_load(
+    server, tmp_path
+):
+    server.configure(first_token_delay=0.25, token_delay=0.01)
+    wire.set_load_time(server, 0.15)
+    traces_file = tmp_path / "traces.jsonl"
+    argv = [sys.executable, "-c", INIT_APP, str(traces_file), server.url]
+    result = run(argv, tmp_path, clean_environment())
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+    (trace_,) = load_traces(str(traces_file)).traces
+    assert trace_.root.name == "chat llama3" and trace_.root.attributes[sc.STAGE] == "ttft"
+    assert trace_.root.attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.15)
+    report = build_report(load_traces(str(traces_file)))
+    assert report.stages["load"].distribution.p50 == pytest.approx(0.15, abs=1e-6)
