@@ -441,6 +441,34 @@ def test_connection_error_passes_unchanged(spans, instrumented, stream):
     assert span.attributes[sc.ERROR_TYPE] == type(error).__qualname__
 
 
+def test_error_line_mid_stream_passes_unchanged_and_fails_the_span(server, spans, instrumented):
+    # What Ollama sends when generation fails after it began (e.g. the runner ran out of
+    # memory): an NDJSON line with "error", which the client raises as a ResponseError.
+    lines = [
+        {"model": "m", "created_at": "2025-01-01T00:00:00Z", "response": "Hel", "done": False},
+        {"error": "model runner has unexpectedly stopped"},
+    ]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    server.play_cassette(
+        {"response": {"status": {"code": 200}, "headers": {}, "body": {"string": body}}},
+        content_type=wire.NDJSON,
+    )
+    error = _error_of(lambda: _client(server).generate(model="m", prompt="x", stream=True))
+    assert isinstance(error, ollama.ResponseError)
+    assert error.error == "model runner has unexpectedly stopped" and error.status_code == -1
+    attributes = only_span(spans).attributes
+    assert attributes[sc.STREAM_END] == "error" and attributes[sc.CHUNK_COUNT] == 1
+    assert attributes[sc.ERROR_TYPE] == "ResponseError"
+    assert sc.HTTP_RESPONSE_STATUS_CODE not in attributes  # -1: no HTTP status to record
+
+
+def test_openai_compatible_endpoint_of_ollama_is_named_ollama():
+    # Ollama's /v1 endpoint through the openai client: named from its default port
+    from llmtrace.instrumentation.provider import provider_name
+
+    assert provider_name("localhost", 11434, "/v1") == "ollama"
+
+
 # --- one span per call, and the registry ------------------------------------------------------
 
 
