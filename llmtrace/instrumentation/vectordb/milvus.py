@@ -1,0 +1,169 @@
+"""pymilvus: ``MilvusClient`` / ``AsyncMilvusClient`` searches as retrieval spans, inserts and
+upserts as writes.
+
+Patched on the two client classes, so a Milvus server, Zilliz Cloud and Milvus Lite (a local
+``.db`` file, served in-process by ``milvus-lite``) are all covered alike.
+
+Attributes: ``db.system.name=milvus``; the collection (and ``gen_ai.data_source.id``) is the
+collection name; ``db.operation.name`` is the method (``search``, ``hybrid_search``, ``query``,
+``get``, ``insert``, ``upsert``). For ``search``, ``gen_ai.retrieval.top_k`` is ``limit`` (Milvus's
+default 10) times the number of queries (vectors, texts or ids), ``db.operation.batch.size`` the
+number of queries and ``llmtrace.retrieval.returned`` the hits over all of them; ``hybrid_search``
+is one query over several vector fields, so its top_k is its ``limit``; ``query`` records a
+``limit`` when one is given; ``get`` records none. With content capture on, the hits (id,
+distance, returned fields) and text queries are recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.vectordb._spans import (
+    NOTHING,
+    Operation,
+    Outcome,
+    argument,
+    async_wrapper,
+    method_patches,
+    retrieval_operation,
+    returned,
+    sync_wrapper,
+    write_operation,
+)
+
+SYSTEM = "milvus"
+_DEFAULT_LIMIT = 10  # pymilvus's default for search and hybrid_search
+_CLIENT_CLASSES = (
+    ("pymilvus.milvus_client.milvus_client", "MilvusClient", sync_wrapper),
+    ("pymilvus.milvus_client.async_milvus_client", "AsyncMilvusClient", async_wrapper),
+)
+
+
+def _count(value: Any) -> int | None:
+    """How many queries (or records) a "one or many" argument holds."""
+    if value is None:
+        return None
+    if isinstance(value, str | Mapping):
+        return 1
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) > 1 else 1
+    if isinstance(value, Sequence):
+        # A single vector is a flat list of numbers.
+        return 1 if value and isinstance(value[0], int | float) else len(value)
+    return None
+
+
+def _collection(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    return str(argument(args, kwargs, 0, "collection_name"))
+
+
+def _describe_search(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+    data = argument(args, kwargs, 1, "data")
+    queries = _count(data) or _count(kwargs.get("ids")) or 1
+    limit = argument(args, kwargs, 3, "limit", _DEFAULT_LIMIT)
+    texts = [item for item in data if isinstance(item, str)] if isinstance(data, list) else []
+    return retrieval_operation(
+        system=SYSTEM,
+        operation="search",
+        collection=_collection(args, kwargs),
+        top_k=int(limit) * queries,
+        batch_size=queries,
+        query_text="\n".join(texts) or None,
+    )
+
+
+def _describe_hybrid_search(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Operation:
+    return retrieval_operation(
+        system=SYSTEM,
+        operation="hybrid_search",
+        collection=_collection(args, kwargs),
+        top_k=int(argument(args, kwargs, 3, "limit", _DEFAULT_LIMIT)),
+    )
+
+
+def _describe_query(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+    limit = kwargs.get("limit")
+    return retrieval_operation(
+        system=SYSTEM,
+        operation="query",
+        collection=_collection(args, kwargs),
+        top_k=int(limit) if isinstance(limit, int) and limit >= 0 else None,
+    )
+
+
+def _describe_get(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+    return retrieval_operation(
+        system=SYSTEM, operation="get", collection=_collection(args, kwargs), top_k=None
+    )
+
+
+def _describe_write(operation: str) -> Any:
+    def describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+        return write_operation(
+            system=SYSTEM,
+            operation=operation,
+            collection=_collection(args, kwargs),
+            record_count=_count(argument(args, kwargs, 1, "data")),
+        )
+
+    return describe
+
+
+def _field(hit: Any, name: str) -> Any:
+    return hit.get(name) if isinstance(hit, Mapping) else getattr(hit, name, None)
+
+
+def _hit_record(hit: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": str(_field(hit, "id"))}
+    distance = _field(hit, "distance")
+    if isinstance(distance, int | float):
+        record["score"] = float(distance)
+    entity = _field(hit, "entity")
+    if entity:
+        record["content"] = json.dumps(dict(entity), default=str)
+    return record
+
+
+def _read_search(result: Any) -> Outcome:
+    """Hits per query (a ``SearchResult``: one list of hits per query)."""
+    if not isinstance(result, Sequence):
+        return NOTHING
+    hits = [hit for per_query in result for hit in per_query]
+    return returned(len(hits), [_hit_record(hit) for hit in hits])
+
+
+def _read_rows(result: Any) -> Outcome:
+    """Rows of ``query`` / ``get`` (a list of dicts)."""
+    if not isinstance(result, Sequence):
+        return NOTHING
+    return returned(len(result))
+
+
+def _read_nothing(result: Any) -> Outcome:
+    return NOTHING
+
+
+_METHODS = (
+    ("search", _describe_search, _read_search),
+    ("hybrid_search", _describe_hybrid_search, _read_search),
+    ("query", _describe_query, _read_rows),
+    ("get", _describe_get, _read_rows),
+    ("insert", _describe_write("insert"), _read_nothing),
+    ("upsert", _describe_write("upsert"), _read_nothing),
+)
+
+
+class MilvusInstrumentor(LibraryInstrumentor):
+    """Traces pymilvus searches, queries and writes (sync and async clients)."""
+
+    package = "pymilvus"
+    supported = ">= 2.4, < 4"
+
+    def patches(self) -> Iterable[PatchRow]:
+        return method_patches(_CLIENT_CLASSES, _METHODS)
