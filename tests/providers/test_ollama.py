@@ -469,6 +469,31 @@ def test_openai_compatible_endpoint_of_ollama_is_named_ollama():
     assert provider_name("localhost", 11434, "/v1") == "ollama"
 
 
+def test_calls_record_the_genai_client_metrics(server, spans, instrumented, metric_reader):
+    from tests.instrumentation.test_metrics import histograms, points_for
+
+    server.configure(first_token_delay=0.03, token_delay=0.01)
+    client = _client(server)
+    client.chat(model="ollama-metrics-plain", messages=MESSAGES)
+    list(client.chat(model="ollama-metrics-stream", messages=MESSAGES, stream=True))
+    found = histograms(metric_reader)
+    (plain,) = points_for(found, "gen_ai.client.operation.duration", "ollama-metrics-plain")
+    assert plain.count == 1 and plain.attributes["gen_ai.provider.name"] == "ollama"
+    tokens = points_for(found, "gen_ai.client.token.usage", "ollama-metrics-plain")
+    assert sorted((p.attributes["gen_ai.token.type"], p.sum) for p in tokens) == [
+        ("input", 10),
+        ("output", 4),
+    ]
+    (first,) = points_for(
+        found, "gen_ai.client.operation.time_to_first_chunk", "ollama-metrics-stream"
+    )
+    assert first.count == 1 and first.sum >= 0.03
+    (per_chunk,) = points_for(
+        found, "gen_ai.client.operation.time_per_output_chunk", "ollama-metrics-stream"
+    )
+    assert per_chunk.count == 1
+
+
 # --- one span per call, and the registry ------------------------------------------------------
 
 
