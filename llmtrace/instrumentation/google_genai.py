@@ -1,5 +1,6 @@
 """``google-genai``: one span per model request of ``client.models`` and ``client.aio.models``,
-for the Gemini Developer API (``gcp.gemini``) and Vertex AI (``gcp.vertex_ai``, ``vertexai=True``).
+for the Gemini Developer API (``gcp.gemini``) and Vertex AI (``gcp.vertex_ai``, ``vertexai=True``),
+and per model interaction of the Interactions API (``client.interactions.create``).
 
 Where it wraps: the methods of ``Models`` / ``AsyncModels`` that send exactly one request,
 ``_generate_content``, ``_generate_content_stream`` and ``_embed_content`` (``embed_content`` in
@@ -35,6 +36,17 @@ What the span records, beside the request (model, sampling parameters, streaming
 - streams: the first chunk with content (text, a function call, inline data, code) is the first
   token. A chunk carrying only thought text (``includeThoughts``) counts too: it is output the
   caller receives, as OpenAI's streamed ``reasoning_content`` is.
+- a stream the caller leaves early (``break``, ``close()`` / ``aclose()``): the caller holds the
+  SDK's own generator, above the stream llmtrace wraps; leaving it drops the wrapped stream, and
+  the span ends then with ``llmtrace.stream.end=abandoned`` (async: once the event loop has
+  closed the SDK's inner generators). A stream never iterated sent nothing and has no span.
+
+Interactions (``/v1beta/interactions``): a model interaction is a ``chat {model}`` span (as
+OpenAI's Responses API is) with the same usage rules (``total_input_tokens``,
+``total_output_tokens`` + ``total_thought_tokens``, ``total_thought_tokens``,
+``total_cached_tokens``), the interaction id and model, and ``stop`` for a ``completed`` status
+(other final statuses as reported). An agent interaction (``agent=``) starts a job on the server
+and is no model call: no span.
 
 The API key (``x-goog-api-key`` or ``key=``) is never recorded: no header is, and ``url.full``
 has secret-looking query values removed by the HTTP hooks.
@@ -72,6 +84,8 @@ from llmtrace.instrumentation._sdk import (
     Plan,
     SDKTypes,
     fail_model_call,
+    field_of,
+    fields_of,
     make_request_wrappers,
 )
 from llmtrace.streaming import StreamRecorder, TracedStream
@@ -519,6 +533,131 @@ async def _propagate_over_aiohttp(wrapped: Any, instance: Any, args: Any, kwargs
     return await wrapped(*args, **kwargs)
 
 
+# --- the Interactions API (``client.interactions``, ``/v1beta/interactions``) -------------------
+#
+# google-genai 3.x sends it through a separate generated client (``google.genai._gaos``), whose
+# ``Interactions.create`` sends one request; the public ``client.interactions.create`` above it
+# may send several (automatic continuation). A model interaction is a model call like
+# ``generateContent`` (same token counts, named alike); an agent interaction (``agent=``, often
+# ``background=True``) starts a job on the server and is not one: it gets no model span.
+
+# Interaction status -> finish reason: a completed interaction stopped on its own; any other
+# final status (``incomplete``, ``requires_action``, ``failed``) is recorded as Gemini says it.
+_INTERACTION_FINISH = {"completed": "stop", "in_progress": None}
+
+
+def _interaction_usage(usage: Any) -> dict[str, int]:
+    get = fields_of(usage).get
+    counts = Usage()
+    value = get("total_input_tokens")
+    counts.input = value if _is_count(value) else None
+    value = get("total_output_tokens")
+    counts.output = value if _is_count(value) else None
+    value = get("total_cached_tokens")
+    counts.cached = value if _is_count(value) else None
+    value = get("total_thought_tokens")
+    counts.thoughts = value if _is_count(value) else None
+    return counts.attributes()
+
+
+def _interaction_attributes(interaction: Any) -> dict[str, Any]:
+    get = fields_of(interaction).get
+    attributes: dict[str, Any] = {}
+    interaction_id = get("id")
+    if isinstance(interaction_id, str):
+        attributes[semconv.GEN_AI_RESPONSE_ID] = interaction_id
+    model = get("model")
+    if isinstance(model, str):
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    status = get("status")
+    if isinstance(status, str):
+        reason = _INTERACTION_FINISH.get(status, status)
+        if reason:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+    usage = get("usage")
+    if usage is not None:
+        attributes.update(_interaction_usage(usage))
+    return attributes
+
+
+def _record_interaction(span: Span, interaction: Any, attributes: dict[str, Any]) -> None:
+    attributes.update(_interaction_attributes(interaction))
+    if attributes:
+        span.set_attributes(attributes)
+
+
+class InteractionEventParser:
+    """Interaction stream events: a step delta with content (text, a thought summary, a call;
+    not a bare thought signature) is a token; the last ``interaction.completed`` has the usage."""
+
+    __slots__ = ("attributes", "output")
+
+    def __init__(self) -> None:
+        self.attributes: dict[str, Any] = {}
+        self.output: int | None = None
+
+    def has_content(self, event: Any) -> bool:
+        if getattr(event, "event_type", None) != "step.delta":
+            return False
+        delta = getattr(event, "delta", None)
+        return delta is not None and getattr(delta, "type", None) != "thought_signature"
+
+    def observe(self, event: Any) -> None:
+        kind = getattr(event, "event_type", None)
+        if kind in ("interaction.created", "interaction.completed"):
+            interaction = getattr(event, "interaction", None)
+            if interaction is not None:
+                self.attributes.update(_interaction_attributes(interaction))
+                self.output = _is_count_or_none(
+                    field_of(field_of(interaction, "usage"), "total_output_tokens")
+                )
+
+    def output_tokens(self) -> int | None:
+        return self.output
+
+    def finish(self, span: Span) -> None:
+        if self.attributes:
+            span.set_attributes(self.attributes)
+
+
+def _is_count_or_none(value: Any) -> int | None:
+    return value if _is_count(value) else None
+
+
+def plan_interaction(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
+    """``Interactions.create(**body)`` or ``create(request=...)``: a span when a model is asked."""
+    request = kwargs.get("request")
+    body: Any = field_of(request, "body") if request is not None else kwargs
+    model = field_of(body, "model")
+    if not isinstance(model, str) or field_of(body, "agent") is not None:
+        return None
+    stream = field_of(body, "stream") is True
+    api_client = getattr(instance, "_api_client", None)
+    attributes: dict[str, Any] = {
+        semconv.STAGE: semconv.LLM_STAGE,
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
+        semconv.GEN_AI_REQUEST_MODEL: model,
+        semconv.GEN_AI_REQUEST_STREAM: stream,
+    }
+    if api_client is not None:
+        attributes.update(_endpoint_attributes(instance, None))
+    else:
+        attributes[semconv.GEN_AI_PROVIDER_NAME] = PROVIDER_GEMINI
+    attributes.update(_request_attributes(field_of(body, "generation_config")))
+    return Plan(
+        span_name=f"{semconv.OP_CHAT} {model}",
+        attributes=attributes,
+        parser_factory=InteractionEventParser,
+        record_response=_record_interaction,
+    )
+
+
+def _interaction_types() -> SDKTypes:
+    from google.genai._gaos.utils import eventstreaming
+
+    return SDKTypes(streams=(eventstreaming.Stream,), async_streams=(eventstreaming.AsyncStream,))
+
+
 def _embed_method(models_class: type) -> str:
     # ``_embed_content`` sends one request; versions before it sent from ``embed_content``.
     return "_embed_content" if "_embed_content" in vars(models_class) else "embed_content"
@@ -548,3 +687,10 @@ class GoogleGenAIInstrumentor(LibraryInstrumentor):
             "BaseApiClient._async_request_once",
             _propagate_over_aiohttp,
         )
+        try:
+            interaction_types = _interaction_types()
+        except ImportError:  # versions before the generated Interactions client
+            return
+        create, acreate = make_request_wrappers(plan_interaction, interaction_types)
+        yield "google.genai._gaos.interactions", "Interactions.create", create
+        yield "google.genai._gaos.interactions", "AsyncInteractions.create", acreate

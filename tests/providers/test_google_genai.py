@@ -4,18 +4,24 @@ The simulated server speaks Gemini's wire format (tests/servers/gemini.py); the 
 API client and a Vertex AI client (``vertexai=True`` with a fixed OAuth token, the recorded
 project and location) are pointed at it with ``http_options.base_url``.
 
-Every recording in ``recorded/google_genai`` is replayed through the real client (see
-``test_recording_replays_with_recorded_values``). Two are sent, but are no model call and make
-no model span: ``cached_contents_create`` (``client.caches.create`` stores a context, generates
-nothing) and the Interactions API ones (``client.interactions.create``, ``/v1beta/interactions``:
-google-genai 3.6.1 sends them through its separate generated ``_gaos`` client, which llmtrace
-does not trace yet; the test pins that they still work and add no span).
+Every recording in ``recorded/google_genai`` (35) is replayed through the real client, and its
+spans carry the recorded ids, models, finish reasons and token counts
+(``test_recording_replays_with_recorded_values``); the client sends every one of them. Two are no
+model call and make no model span: ``cached_contents_create`` (``client.caches.create`` stores a
+context and generates nothing) and ``interactions_agent_background`` (an agent interaction starts
+a research job on the server and answers ``in_progress`` at once). The other Interactions API
+recordings (``client.interactions.create``, ``/v1beta/interactions``) are model calls, traced
+like ``generateContent``.
+
+Async clients send through ``aiohttp`` here (google-genai prefers it when it is installed), sync
+ones through ``httpx2``; the OpenTelemetry httpx test forces ``httpx`` and ``httpx2`` in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import json
 import subprocess
 import sys
@@ -542,7 +548,7 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
 
 # --- recorded traffic ----------------------------------------------------------------------------
 
-_NOT_MODEL_CALLS = ("cached_contents_create", "interactions")
+_NOT_MODEL_CALLS = ("cached_contents_create", "interactions_agent_background")
 
 
 def _content_type(uri: str) -> str:
@@ -605,25 +611,29 @@ async def _send_async(client: genai.Client, request: dict[str, Any]) -> Any:
     return await client.aio.models.generate_content(model=model, contents=body["contents"])
 
 
-def _recorded_values(interaction: dict[str, Any]) -> dict[str, Any]:
-    """What the recorded response says: id, model, finish reasons, usage (as the spans write it)."""
+def _events(interaction: dict[str, Any]) -> list[Any]:
+    """The JSON objects of a recorded response: its body, or each server-sent event's data."""
     raw = interaction["response"]["body"]["string"]
     if isinstance(raw, bytes):
-        import gzip
-
         raw = gzip.decompress(raw).decode()
-    if raw.lstrip().startswith("data:"):
-        events = [
-            json.loads(line[5:])
-            for line in raw.splitlines()
-            if line.startswith("data:") and line[5:].strip()
-        ]
-    else:
-        events = [json.loads(raw)]
+    if not raw.lstrip().startswith(("data:", "event:")):
+        return [json.loads(raw)]
+    return [
+        json.loads(line[5:])
+        for line in raw.splitlines()
+        if line.startswith("data:") and line[5:].strip() and line[5:].strip() != "[DONE]"
+    ]
+
+
+def _recorded_values(interaction: dict[str, Any]) -> dict[str, Any]:
+    """What the recorded response says: id, model, finish reasons, usage (as the spans write it:
+    reasoning tokens counted in the output, see the instrumentation's docstring)."""
+    if "/interactions" in interaction["request"]["uri"]:
+        return _recorded_interaction_values(_events(interaction))
     values: dict[str, Any] = {}
     usage: dict[str, int] = {}
     reasons: dict[int, str] = {}
-    for event in events:
+    for event in _events(interaction):
         if "responseId" in event:
             values.setdefault(semconv.GEN_AI_RESPONSE_ID, event["responseId"])
         if "modelVersion" in event:
@@ -634,17 +644,56 @@ def _recorded_values(interaction: dict[str, Any]) -> dict[str, Any]:
         usage.update(event.get("usageMetadata") or {})
     if reasons:
         values[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons[i] for i in sorted(reasons))
-    if "promptTokenCount" in usage:
-        values[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage["promptTokenCount"]
-    if "candidatesTokenCount" in usage or "thoughtsTokenCount" in usage:
-        values[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.get(
-            "candidatesTokenCount", 0
-        ) + usage.get("thoughtsTokenCount", 0)
-    if "thoughtsTokenCount" in usage:
-        values[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage["thoughtsTokenCount"]
-    if "cachedContentTokenCount" in usage:
-        values[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage["cachedContentTokenCount"]
+    _usage_values(
+        values,
+        usage.get("promptTokenCount"),
+        usage.get("candidatesTokenCount"),
+        usage.get("thoughtsTokenCount"),
+        usage.get("cachedContentTokenCount"),
+    )
     return values
+
+
+def _recorded_interaction_values(events: list[Any]) -> dict[str, Any]:
+    """The interaction that carries the usage: the body, or the last streamed one."""
+    final: dict[str, Any] = {}
+    for event in events:
+        candidate = event.get("interaction", event)
+        if "usage" in candidate:
+            final = candidate
+    values: dict[str, Any] = {
+        semconv.GEN_AI_RESPONSE_ID: final["id"],
+        semconv.GEN_AI_RESPONSE_MODEL: final["model"],
+        semconv.GEN_AI_RESPONSE_FINISH_REASONS: (
+            "stop" if final["status"] == "completed" else final["status"],
+        ),
+    }
+    usage = final["usage"]
+    _usage_values(
+        values,
+        usage.get("total_input_tokens"),
+        usage.get("total_output_tokens"),
+        usage.get("total_thought_tokens"),
+        usage.get("total_cached_tokens"),
+    )
+    return values
+
+
+def _usage_values(
+    values: dict[str, Any],
+    input_tokens: int | None,
+    output: int | None,
+    thoughts: int | None,
+    cached: int | None,
+) -> None:
+    if input_tokens is not None:
+        values[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    if output is not None or thoughts is not None:
+        values[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = (output or 0) + (thoughts or 0)
+    if thoughts is not None:
+        values[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = thoughts
+    if cached is not None:
+        values[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
 
 
 RECORDINGS = cassettes("google_genai")
@@ -658,27 +707,32 @@ def test_every_recording_is_replayed():
 def test_recording_replays_with_recorded_values(path, server, spans):
     recording = yaml.safe_load(path.read_text())
     interactions = recording["interactions"]
-    uri = interactions[0]["request"]["uri"]
-    gemini.replay(server, interactions, _content_type(uri))
+    request = interactions[0]["request"]
+    gemini.replay(server, interactions, _content_type(request["uri"]))
     client = _vertex_client(server) if "vertexai" in path.stem else _client(server)
-    if path.stem.startswith("async_") and "/interactions" not in uri:
-        asyncio.run(_send_async(client, interactions[0]["request"]))
-    elif path.stem.startswith(_NOT_MODEL_CALLS) or path.stem.startswith("async_interactions"):
-        _send_not_model_call(client, path.stem, interactions[0]["request"])
-        assert model_spans(spans) == []
+    if path.stem in _NOT_MODEL_CALLS:
+        _send_not_model_call(client, path.stem, request)
         assert gemini.replayed_all(server)
+        assert model_spans(spans) == []
         return
+    if "/interactions" in request["uri"]:
+        _send_interaction(client, path.stem, request)
+    elif path.stem.startswith("async_"):
+        asyncio.run(_send_async(client, request))
     elif path.stem.startswith("chat_"):
         _send_chat(client, interactions)
     else:
-        for interaction in interactions[: 1 if "automatic" in path.stem else None]:  # one call
+        # One call each (an automatic function call sends the second request itself).
+        for interaction in interactions[: 1 if "automatic" in path.stem else None]:
             _send(client, path.stem, interaction["request"])
     assert gemini.replayed_all(server)
     found = sorted(model_spans(spans), key=lambda s: s.start_time)
     assert len(found) == len(interactions), [s.name for s in found]
+    assert len(spans.get_finished_spans()) == len(found)  # no HTTP span beside them
     for span, interaction in zip(found, interactions, strict=True):
         assert span.status.status_code == StatusCode.OK
         expected = _recorded_values(interaction)
+        assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS in expected or "embed" in path.stem
         for name, value in expected.items():
             assert span.attributes.get(name) == value, (name, span.attributes.get(name), value)
         for name in span.attributes:
@@ -692,6 +746,31 @@ def test_recording_replays_with_recorded_values(path, server, spans):
     _no_secret_in(spans, API_KEY, "vertex-secret-token")
 
 
+def test_thought_text_counts_as_the_first_token(server, spans):
+    """A streamed thought summary (``includeThoughts``) is output the caller receives: the first
+    token, as OpenAI's streamed reasoning is; its tokens are the reasoning output tokens."""
+    path = RECORDED / "google_genai" / "stream_generate_content_thinking.yaml"
+    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    gemini.replay(server, [interaction], "text/event-stream")
+    client = _client(server)
+    chunks = list(
+        client.models.generate_content_stream(
+            model="gemini-3.5-flash",
+            contents="Tell a bedtime story.",
+            config={"thinking_config": {"include_thoughts": True}},
+        )
+    )
+    assert chunks[0].candidates[0].content.parts[0].thought
+    (span,) = model_spans(spans)
+    a = span.attributes
+    assert a[semconv.TIME_TO_FIRST_TOKEN] == a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+    last = _events(interaction)[-1]["usageMetadata"]
+    assert a[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == last["thoughtsTokenCount"]
+    assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == (
+        last["candidatesTokenCount"] + last["thoughtsTokenCount"]
+    )
+
+
 def _send_chat(client: genai.Client, interactions: list[dict[str, Any]]) -> None:
     model = interactions[0]["request"]["uri"].split("/models/", 1)[1].split(":", 1)[0]
     chat = client.chats.create(model=model)
@@ -699,6 +778,23 @@ def _send_chat(client: genai.Client, interactions: list[dict[str, Any]]) -> None
         body = json.loads(interaction["request"]["body"])
         parts = [types.Part.model_validate(part) for part in body["contents"][-1]["parts"]]
         chat.send_message(parts[0] if len(parts) == 1 else parts)
+
+
+def _send_interaction(client: genai.Client, name: str, request: dict[str, Any]) -> None:
+    """``client.interactions.create`` (or ``client.aio``) with the recorded body's arguments."""
+    arguments = json.loads(request["body"])
+    if name.startswith("async_"):
+
+        async def send() -> Any:
+            result = await client.aio.interactions.create(**arguments)
+            return [event async for event in result] if arguments.get("stream") else result
+
+        result = asyncio.run(send())
+    else:
+        result = client.interactions.create(**arguments)
+        if arguments.get("stream"):
+            result = list(result)
+    assert result
 
 
 def _send_not_model_call(client: genai.Client, name: str, request: dict[str, Any]) -> None:
@@ -714,22 +810,6 @@ def _send_not_model_call(client: genai.Client, name: str, request: dict[str, Any
             },
         )
         assert cache.name.startswith("cachedContents/")
-        return
-    arguments = {k: v for k, v in body.items() if k != "stream"}
-    if body.get("stream"):
-        if name.startswith("async_"):
-
-            async def read() -> list[Any]:
-                stream = await client.aio.interactions.create(**arguments, stream=True)
-                return [event async for event in stream]
-
-            events = asyncio.run(read())
-        else:
-            events = list(client.interactions.create(**arguments, stream=True))
-        assert events
-    elif name.startswith("async_"):
-        interaction = asyncio.run(client.aio.interactions.create(**arguments))
-        assert interaction.id
-    else:
-        interaction = client.interactions.create(**arguments)
-        assert interaction.id
+    else:  # an agent interaction, started in the background
+        interaction = client.interactions.create(**body)
+        assert interaction.status == "in_progress"
