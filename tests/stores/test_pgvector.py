@@ -139,6 +139,17 @@ def test_a_server_side_cursor_records_the_request_but_no_returned_count(spans, p
     assert semconv.RETRIEVAL_RETURNED not in span.attributes
 
 
+def test_in_pipeline_mode_the_returned_count_is_not_known_at_execute(spans, connection) -> None:
+    with connection.pipeline(), connection.cursor() as cursor:
+        cursor.execute(SEARCH, (QUERY, 3))
+        rows = cursor.fetchall()
+
+    assert len(rows) == 3
+    span = only(spans.get_finished_spans(), f"retrieval {TABLE}")
+    assert span.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 3
+    assert semconv.RETRIEVAL_RETURNED not in span.attributes
+
+
 @pytest.mark.parametrize(
     "statement",
     [

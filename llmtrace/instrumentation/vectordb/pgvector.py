@@ -17,7 +17,9 @@ Attributes: ``db.system.name=postgresql``, ``db.operation.name=SELECT``; the col
 (``public.items``); ``gen_ai.retrieval.top_k`` is the ``LIMIT`` (or ``FETCH FIRST n ROWS``),
 read from the parameters when it is a placeholder (``%s``, ``%(name)s``, ``$1``);
 ``llmtrace.retrieval.returned`` is the cursor's row count. A server-side cursor fetches its rows
-later, so its span records no returned count. No SQL text, parameters or rows are recorded.
+later, and in pipeline mode ``execute`` returns before the result arrives: those spans record no
+returned count (and in pipeline mode they time the sending only). ``executemany`` and
+``Cursor.stream`` are not traced. No SQL text, parameters or rows are recorded.
 """
 
 from __future__ import annotations
