@@ -38,7 +38,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from opentelemetry.trace import Span, SpanKind
 
@@ -63,6 +63,7 @@ from llmtrace.instrumentation._sdk import (
     fail_model_call,
     fields_of,
 )
+from llmtrace.server.timings import server_timings_from_ollama
 from llmtrace.streaming import (
     STATUS_OK,
     StreamRecorder,
@@ -94,16 +95,6 @@ _OPTIONS: dict[str, str] = {
     "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
 }
 
-# Response duration field (nanoseconds) -> llmtrace.server.* attribute (seconds).
-_SERVER_DURATIONS: dict[str, str] = {
-    "load_duration": semconv.SERVER_LOAD_TIME,
-    "prompt_eval_duration": semconv.SERVER_PROMPT_TIME,
-    "eval_duration": semconv.SERVER_GENERATION_TIME,
-    "total_duration": semconv.SERVER_PROCESSING_TIME,
-}
-
-_NANOS = 1e9
-
 
 def _is_count(value: Any) -> TypeGuard[int]:
     return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
@@ -125,10 +116,8 @@ def response_attributes(fields: Fields) -> dict[str, Any]:
     output_tokens = fields.get("eval_count")
     if _is_count(output_tokens):
         attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    for name, attribute in _SERVER_DURATIONS.items():
-        nanoseconds = fields.get(name)
-        if _is_count(nanoseconds) and nanoseconds >= 0:
-            attributes[attribute] = nanoseconds / _NANOS
+    # Every decoded response's fields are a dict (see fields_of).
+    attributes.update(server_timings_from_ollama(cast(Mapping[str, Any], fields)))
     return attributes
 
 

@@ -10,6 +10,8 @@ Sources understood:
   streamed chunk).
 - Hugging Face TGI: headers ``x-queue-time``, ``x-inference-time``, ``x-total-time`` (ms).
 - OpenAI: header ``openai-processing-ms``.
+- Ollama: body ``load_duration`` / ``prompt_eval_duration`` / ``eval_duration`` /
+  ``total_duration`` (nanoseconds; on the final response, or the last line of a stream).
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ _MILLISECOND_HEADER_BYTES: Mapping[bytes, str] = {
 _LLAMA_CPP_TIMINGS: Mapping[str, str] = {
     "prompt_ms": semconv.SERVER_PROMPT_TIME,
     "predicted_ms": semconv.SERVER_GENERATION_TIME,
+}
+
+
+# Ollama body key -> attribute, nanoseconds. The load is the model's loading before the prompt
+# could be evaluated: part of the server's time to first token, which the report shows as load.
+_OLLAMA_DURATIONS: Mapping[str, str] = {
+    "load_duration": semconv.SERVER_LOAD_TIME,
+    "prompt_eval_duration": semconv.SERVER_PROMPT_TIME,
+    "eval_duration": semconv.SERVER_GENERATION_TIME,
+    "total_duration": semconv.SERVER_PROCESSING_TIME,
 }
 
 
@@ -95,6 +107,16 @@ def server_timings_from_body(body: Mapping[str, Any]) -> dict[str, float]:
         seconds = _milliseconds_to_seconds(timings.get(key))
         if seconds is not None:
             attributes[attribute] = seconds
+    return attributes
+
+
+def server_timings_from_ollama(body: Mapping[str, Any]) -> dict[str, float]:
+    """Attributes from Ollama's final response or last stream line (integer nanoseconds)."""
+    attributes: dict[str, float] = {}
+    for key, attribute in _OLLAMA_DURATIONS.items():
+        nanoseconds = body.get(key)
+        if nanoseconds.__class__ is int and nanoseconds >= 0:
+            attributes[attribute] = nanoseconds / 1e9
     return attributes
 
 

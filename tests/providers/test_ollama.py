@@ -216,6 +216,25 @@ def test_other_requests_of_the_client_are_not_model_calls(server, spans, instrum
     assert hop.name == "DELETE" and hop.attributes[sc.STAGE] == "network"
 
 
+def test_ollama_durations_become_seconds_and_anything_else_is_left_out():
+    from llmtrace.server.timings import server_timings_from_ollama
+
+    assert server_timings_from_ollama(
+        {
+            "load_duration": 8_078_850_750,
+            "prompt_eval_duration": 175_861_000,
+            "eval_duration": 0,
+            "total_duration": True,  # not a count
+            "prompt_eval_count": 17,
+        }
+    ) == {
+        sc.SERVER_LOAD_TIME: 8.07885075,
+        sc.SERVER_PROMPT_TIME: 0.175861,
+        sc.SERVER_GENERATION_TIME: 0.0,
+    }
+    assert server_timings_from_ollama({"load_duration": -1, "eval_duration": "5"}) == {}
+
+
 # --- tools and thinking -----------------------------------------------------------------------
 
 WEATHER_TOOL = {
