@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -407,6 +408,60 @@ def test_async_stream_closed_early(server, spans, instrumented):
 
     asyncio.run(main())
     assert only_span(spans).attributes[sc.STREAM_END] == "closed"
+
+
+def test_the_model_span_is_never_current_in_the_callers_loop(server, spans, instrumented):
+    server.configure(token_delay=0.005)
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("answer") as answer:
+        for _ in _client(server).chat(model="m", messages=MESSAGES, stream=True):
+            assert trace.get_current_span() is answer
+        assert trace.get_current_span() is answer
+    span = only_span(spans)
+    assert span.parent.span_id == answer.get_span_context().span_id
+    # the request carried the model span's context (a server joins the trace under it)
+    traceparent = server.requests[-1].headers["traceparent"]
+    assert traceparent.split("-")[2] == f"{span.context.span_id:016x}"
+
+
+def test_concurrent_async_streams_each_get_their_own_span(server, spans, instrumented, caplog):
+    server.configure(first_token_delay=0.05, token_delay=0.01)
+    tracer = trace.get_tracer("app")
+
+    async def one(client: ollama.AsyncClient, n: int) -> int:
+        with tracer.start_as_current_span(f"question {n}"):
+            stream = await client.chat(model=f"m{n}", messages=MESSAGES, stream=True)
+            return len([part async for part in stream])
+
+    async def main() -> list[int]:
+        client = ollama.AsyncClient(host=server.url)
+        return await asyncio.gather(*(one(client, n) for n in range(4)))
+
+    assert asyncio.run(main()) == [5] * 4
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    for n in range(4):
+        model, question = finished[f"chat m{n}"], finished[f"question {n}"]
+        assert model.parent.span_id == question.context.span_id
+        assert model.attributes[sc.STREAM_END] == "completed"
+    assert "Failed to detach context" not in caplog.text
+
+
+def test_streams_in_threads_each_get_their_own_span(server, spans, instrumented):
+    server.configure(first_token_delay=0.05, token_delay=0.01)
+    client = _client(server)
+
+    def one(n: int) -> int:
+        return len(list(client.generate(model=f"m{n}", prompt="x", stream=True)))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, range(4))) == [5] * 4
+    models = model_spans(spans)
+    assert sorted(s.name for s in models) == [f"text_completion m{n}" for n in range(4)]
+    assert all(s.parent is None for s in models)
+    assert all(s.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.05 for s in models)
+    # every request was sent under its own model span
+    sent = {r.headers["traceparent"].split("-")[2] for r in server.requests}
+    assert sent == {f"{s.context.span_id:016x}" for s in models}
 
 
 # --- errors -----------------------------------------------------------------------------------
