@@ -43,7 +43,10 @@ def _free_port() -> int:
 
 def _binaries() -> Path:
     """pgserver's PostgreSQL binaries, found without importing pgserver (its import takes an
-    inter-process lock file and warns about XDG_RUNTIME_DIR)."""
+    inter-process lock file and warns about XDG_RUNTIME_DIR), or those in the directory
+    ``LLMTRACE_TEST_POSTGRES_BIN`` names (another PostgreSQL with pgvector installed)."""
+    if os.environ.get("LLMTRACE_TEST_POSTGRES_BIN"):
+        return Path(os.environ["LLMTRACE_TEST_POSTGRES_BIN"])
     spec = importlib.util.find_spec("pgserver")
     locations = spec.submodule_search_locations if spec is not None else None
     binaries = Path(locations[0]) / "pginstall" / "bin" if locations else None

@@ -51,6 +51,16 @@ def table(postgres: str) -> str:
         )
         with connection.cursor() as cursor:
             cursor.executemany(f"INSERT INTO {TABLE} VALUES (%s, %s, %s::vector)", ROWS)
+        # pgvector has the L1 operator <+> from 0.7 on; pgserver ships 0.6.2, which has only the
+        # function. Made here from that function, so the SQL is the same on either.
+        connection.execute(
+            """DO $$ BEGIN
+                 IF NOT EXISTS (SELECT 1 FROM pg_operator WHERE oprname = '<+>') THEN
+                   CREATE OPERATOR <+> (LEFTARG = vector, RIGHTARG = vector,
+                                        FUNCTION = l1_distance, COMMUTATOR = '<+>');
+                 END IF;
+               END $$"""
+        )
     return TABLE
 
 
@@ -61,7 +71,7 @@ def connection(postgres: str, table: str, spans) -> Iterator[psycopg.Connection[
         yield connection
 
 
-@pytest.mark.parametrize("operator", ["<->", "<=>", "<#>"])
+@pytest.mark.parametrize("operator", ["<->", "<=>", "<#>", "<+>"])
 def test_a_query_ordered_by_a_distance_is_a_retrieval_span(spans, connection, operator) -> None:
     rows = connection.execute(
         f"SELECT id, body FROM {TABLE} ORDER BY embedding {operator} %s::vector LIMIT 2",
