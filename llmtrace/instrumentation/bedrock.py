@@ -36,6 +36,9 @@ What is recorded:
 - Errors: the caller's exception unchanged (``ClientError`` and its modeled subclasses,
   ``EventStreamError`` mid-stream); ``error.type`` is the AWS error code
   (``ThrottlingException``, ``modelStreamErrorException``), ``aws.request_id`` the request's id.
+- Content, when captured (off by default): the request's messages (or prompt) and system
+  prompt, and the output text with its tool calls (Converse ``toolUse`` blocks, Anthropic
+  ``tool_use`` blocks; streamed ones rebuilt from their deltas).
 - ``aws.bedrock.guardrail.id`` when the call names a guardrail. No request header is read: the
   SigV4 ``Authorization``, ``X-Amz-Security-Token`` and ``X-Amz-Date`` never reach a span.
 
@@ -261,6 +264,9 @@ def _invoke_body(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}  # a file object: not read here (the client sends it)
 
 
+Capture = tuple[int, Callable[[str], str] | None]  # (max bytes, redaction hook)
+
+
 class _Plan:
     """What was decided about one call before it is sent."""
 
@@ -271,7 +277,7 @@ class _Plan:
         self.streamed = streamed
         self.converse = converse
         # (max bytes, redaction hook) when content is captured
-        self.capture: tuple[int, Callable[[str], str] | None] | None = None
+        self.capture: Capture | None = None
 
 
 def plan_call(
@@ -404,30 +410,73 @@ def _finish_reasons(body: Mapping[str, Any]) -> list[str]:
     return reasons
 
 
-def _text_of(body: Mapping[str, Any]) -> str:
-    """The output text of a whole InvokeModel or Converse body, for content capture."""
-    texts: list[str] = []
-    content = body.get("content")
-    output = body.get("output")
-    if isinstance(output, Mapping):
-        message = output.get("message")
-        if isinstance(message, Mapping):
-            content = message.get("content")
-    if isinstance(content, list):
-        texts += [b["text"] for b in content if isinstance(b, Mapping) and "text" in b]
-    for name in ("completion", "generation", "text", "outputText"):
-        if isinstance(body.get(name), str):
-            texts.append(body[name])
-    for list_name, text_name in (
-        ("results", "outputText"),
-        ("generations", "text"),
-        ("outputs", "text"),
-        ("choices", "text"),
-    ):
-        items = body.get(list_name)
-        if isinstance(items, list):
-            texts += [i[text_name] for i in items if isinstance(i, Mapping) and text_name in i]
-    return "".join(t for t in texts if isinstance(t, str))
+class Output:
+    """Output content for ``gen_ai.output.messages`` (kept only when content is captured): text,
+    and tool calls by content block, from a whole body or piece by piece from a stream. Text
+    beyond the byte budget is not kept."""
+
+    __slots__ = ("budget", "calls", "capture", "texts")
+
+    def __init__(self, capture: Capture) -> None:
+        self.capture = capture
+        self.budget = capture[0]
+        self.texts: list[str] = []
+        self.calls: dict[Any, dict[str, Any]] = {}
+
+    def text(self, text: Any) -> None:
+        if isinstance(text, str) and text and self.budget > 0:
+            self.texts.append(text)
+            self.budget -= len(text.encode("utf-8"))
+
+    def start_call(self, index: Any, call_id: Any, name: Any, arguments: Any = "") -> None:
+        self.calls[index] = {"id": call_id, "name": name, "arguments": arguments}
+
+    def call_input(self, index: Any, fragment: Any) -> None:
+        call = self.calls.get(index)
+        if call is not None and isinstance(fragment, str) and isinstance(call["arguments"], str):
+            call["arguments"] += fragment
+
+    def add_body(self, body: Mapping[str, Any]) -> None:
+        """A whole Converse or InvokeModel body's text and tool calls, whatever the family."""
+        content = body.get("content")  # Anthropic
+        output = body.get("output")  # Converse, Nova
+        if isinstance(output, Mapping):
+            message = output.get("message")
+            if isinstance(message, Mapping):
+                content = message.get("content")
+        if isinstance(content, list):
+            for index, block in enumerate(content):
+                if not isinstance(block, Mapping):
+                    continue
+                self.text(block.get("text"))
+                tool = block.get("toolUse")
+                if isinstance(tool, Mapping):
+                    self.start_call(
+                        index, tool.get("toolUseId"), tool.get("name"), tool.get("input")
+                    )
+                elif block.get("type") == "tool_use":
+                    self.start_call(index, block.get("id"), block.get("name"), block.get("input"))
+        for name in ("completion", "generation", "text", "outputText"):
+            self.text(body.get(name))
+        for list_name, text_name in (
+            ("results", "outputText"),
+            ("generations", "text"),
+            ("outputs", "text"),
+            ("choices", "text"),
+        ):
+            items = body.get(list_name)
+            if isinstance(items, list):
+                for item in items:
+                    if isinstance(item, Mapping):
+                        self.text(item.get(text_name))
+
+    def attribute(self) -> str | None:
+        if not self.texts and not self.calls:
+            return None
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.texts)}
+        if self.calls:
+            message["tool_calls"] = list(self.calls.values())
+        return bounded_content(json.dumps([message], default=str), *self.capture)
 
 
 def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
@@ -505,10 +554,6 @@ def header_attributes(headers: Mapping[str, Any], attributes: dict[str, Any]) ->
             attributes[semconv.SERVER_PROCESSING_TIME] = latency
 
 
-def _output_messages(text: str, capture: tuple[int, Callable[[str], str] | None]) -> str:
-    return bounded_content(json.dumps([{"role": "assistant", "content": text}]), *capture)
-
-
 # --- streams ----------------------------------------------------------------------------------
 
 
@@ -516,41 +561,56 @@ class ConverseStreamParser:
     """ConverseStream events (botocore's parsed dicts): ``contentBlockDelta`` is output;
     ``messageStop`` has the stop reason, ``metadata`` the usage and latency."""
 
-    __slots__ = ("_capture", "_text", "attributes")
+    __slots__ = ("attributes", "output")
 
-    def __init__(self, capture: tuple[int, Callable[[str], str] | None] | None = None) -> None:
+    def __init__(self, capture: Capture | None = None) -> None:
         self.attributes: dict[str, Any] = {}
-        self._capture = capture
-        self._text: list[str] | None = [] if capture is not None else None
+        self.output = Output(capture) if capture is not None else None
 
     def has_content(self, event: Any) -> bool:
         return "contentBlockDelta" in event
 
     def observe(self, event: Any) -> None:
         if "contentBlockDelta" in event:
-            if self._text is not None:
-                text = event["contentBlockDelta"].get("delta", {}).get("text")
-                if isinstance(text, str):
-                    self._text.append(text)
+            if self.output is not None:
+                block = event["contentBlockDelta"]
+                delta = block.get("delta", {})
+                self.output.text(delta.get("text"))
+                tool = delta.get("toolUse")
+                if isinstance(tool, Mapping):
+                    self.output.call_input(block.get("contentBlockIndex"), tool.get("input"))
         elif "messageStop" in event:
             reason = event["messageStop"].get("stopReason")
             if isinstance(reason, str) and reason:
                 self.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
         elif "metadata" in event:
             converse_response_attributes(event["metadata"], self.attributes)
+        elif "contentBlockStart" in event and self.output is not None:
+            _tool_start(self.output, event["contentBlockStart"])
 
     def output_tokens(self) -> int | None:
         tokens = self.attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
         return tokens if isinstance(tokens, int) else None
 
     def finish(self, span: Span) -> None:
-        attributes = self.attributes
-        if self._text and self._capture is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
-                "".join(self._text), self._capture
-            )
-        if attributes:
-            span.set_attributes(attributes)
+        _finish_stream(span, self.attributes, self.output)
+
+
+def _tool_start(output: Output, block: Any) -> None:
+    """A ``contentBlockStart`` (Converse, Nova) that opens a tool call."""
+    start = block.get("start") if isinstance(block, Mapping) else None
+    tool = start.get("toolUse") if isinstance(start, Mapping) else None
+    if isinstance(tool, Mapping):
+        output.start_call(block.get("contentBlockIndex"), tool.get("toolUseId"), tool.get("name"))
+
+
+def _finish_stream(span: Span, attributes: dict[str, Any], output: Output | None) -> None:
+    if output is not None:
+        captured = output.attribute()
+        if captured is not None:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
+    if attributes:
+        span.set_attributes(attributes)
 
 
 def _chunk_text(chunk: Mapping[str, Any]) -> tuple[bool, str]:
@@ -589,13 +649,12 @@ class InvokeStreamParser:
     Each chunk's JSON is decoded once (``has_content`` and ``observe`` see the same event).
     """
 
-    __slots__ = ("_capture", "_last", "_last_event", "_text", "attributes", "metrics")
+    __slots__ = ("_last", "_last_event", "attributes", "metrics", "output")
 
-    def __init__(self, capture: tuple[int, Callable[[str], str] | None] | None = None) -> None:
+    def __init__(self, capture: Capture | None = None) -> None:
         self.attributes: dict[str, Any] = {}
         self.metrics: dict[str, Any] = {}
-        self._capture = capture
-        self._text: list[str] | None = [] if capture is not None else None
+        self.output = Output(capture) if capture is not None else None
         self._last_event: Any = None
         self._last: Mapping[str, Any] = {}
 
@@ -622,8 +681,8 @@ class InvokeStreamParser:
         self._last_event = None  # the next event is decoded afresh
         if not chunk:
             return
-        if self._text is not None:
-            self._text.append(_chunk_text(chunk)[1])
+        if self.output is not None:
+            self._capture(chunk, self.output)
         attributes = self.attributes
         kind = chunk.get("type")
         if kind == "message_start":  # Anthropic
@@ -649,6 +708,27 @@ class InvokeStreamParser:
         metrics = chunk.get(_INVOCATION_METRICS)
         if isinstance(metrics, Mapping):
             self.metrics = dict(metrics)
+
+    @staticmethod
+    def _capture(chunk: Mapping[str, Any], output: Output) -> None:
+        output.text(_chunk_text(chunk)[1])
+        kind = chunk.get("type")
+        if kind == "content_block_start":  # Anthropic
+            block = chunk.get("content_block")
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                output.start_call(chunk.get("index"), block.get("id"), block.get("name"))
+        elif kind == "content_block_delta":
+            delta = chunk.get("delta")
+            if isinstance(delta, Mapping):
+                output.call_input(chunk.get("index"), delta.get("partial_json"))
+        elif "contentBlockStart" in chunk:  # Nova
+            _tool_start(output, chunk["contentBlockStart"])
+        elif "contentBlockDelta" in chunk:
+            block = chunk["contentBlockDelta"]
+            delta = block.get("delta") if isinstance(block, Mapping) else None
+            tool = delta.get("toolUse") if isinstance(delta, Mapping) else None
+            if isinstance(tool, Mapping):
+                output.call_input(block.get("contentBlockIndex"), tool.get("input"))
 
     def _usage(self, usage: Any) -> None:
         found: dict[str, Any] = {}
@@ -689,14 +769,8 @@ class InvokeStreamParser:
         return tokens if isinstance(tokens, int) else None
 
     def finish(self, span: Span) -> None:
-        attributes = self.attributes
-        _invocation_metrics(self.metrics, attributes)
-        if self._text and self._capture is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
-                "".join(self._text), self._capture
-            )
-        if attributes:
-            span.set_attributes(attributes)
+        _invocation_metrics(self.metrics, self.attributes)
+        _finish_stream(span, self.attributes, self.output)
 
 
 def aws_error_code(exc: BaseException) -> str | None:
@@ -855,11 +929,11 @@ def _finish(result: Any, call: ModelCall, plan: _Plan) -> Any:
         recorder.collected = call.collected
         result[key] = TracedStream(events, recorder)
         return result
-    output = ""
+    output = Output(plan.capture) if plan.capture is not None else None
     if plan.converse:
         converse_response_attributes(result, attributes)
-        if plan.capture is not None:
-            output = _text_of(result)
+        if output is not None:
+            output.add_body(result)
     else:
         try:
             data = _read_body(result, call)
@@ -873,10 +947,11 @@ def _finish(result: Any, call: ModelCall, plan: _Plan) -> Any:
                 body = None
         invoke_response_attributes(body, attributes)
         header_attributes(_headers_of(result), attributes)
-        if plan.capture is not None and isinstance(body, Mapping):
-            output = _text_of(body)
-    if output and plan.capture is not None:
-        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(output, plan.capture)
+        if output is not None and isinstance(body, Mapping):
+            output.add_body(body)
+    captured = output.attribute() if output is not None else None
+    if captured is not None:
+        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
     try:
         collected = call.take_collected()
         if span.is_recording():

@@ -37,7 +37,8 @@ from llmtrace import semconv
 from llmtrace.instrumentation import registry
 from tests.frameworks.timing import assert_ttft
 from tests.servers import bedrock
-from tests.servers.fixtures import cassettes
+from tests.servers.fixtures import RECORDED, cassettes
+from tests.subprocesses import run_instrumented_app
 
 CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
 NOVA = "amazon.nova-lite-v1:0"
@@ -860,3 +861,95 @@ def test_recording_replays_with_recorded_values(server, spans, path):
 
 def test_every_recording_is_replayed():
     assert len(_RECORDED) == 36
+
+
+_TOOL_RECORDINGS: dict[str, list[tuple[str, Any]] | None] = {
+    # recording: the tool calls as recorded (name, arguments); None: rebuilt from its deltas
+    "converse_mistral_tool_use": [("top_song", {"sign": "Radio XYZ"})],
+    "converse_stream_anthropic_tool_call": [("top_song", {"sign": "WZPZ"})],
+    "converse_stream_anthropic_tool_use": [("get_weather", {"location": "Barcelona"})],
+    "invoke_model_nova_tool_use": [("get_weather", {"location": "Seattle"})],
+    "invoke_model_with_response_stream_anthropic_tools": None,
+}
+
+
+def _anthropic_stream_tool_calls(raw: bytes) -> list[tuple[str, Any]]:
+    chunks = _stream_payloads(raw)
+    calls = []
+    for start in chunks:
+        if start.get("content_block", {}).get("type") != "tool_use":
+            continue
+        pieces = [
+            c["delta"]["partial_json"]
+            for c in chunks
+            if c.get("index") == start["index"] and c.get("type") == "content_block_delta"
+        ]
+        calls.append((start["content_block"]["name"], json.loads("".join(pieces))))
+    return calls
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize("name", sorted(_TOOL_RECORDINGS))
+def test_recorded_tool_calls_are_captured_with_content(server, spans, monkeypatch, name):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    from llmtrace import options
+
+    options.reload()
+    request, response = _interaction(RECORDED / "bedrock" / f"{name}.yaml")
+    raw = response["body"]["string"]
+    content_type = bedrock.EVENTSTREAM if isinstance(raw, bytes) else "application/json"
+    server.play_cassette({"request": request, "response": response}, content_type=content_type)
+    _send_recorded(_client(server), request, server)
+    a = _one_span(spans).attributes
+    assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
+    (message,) = json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES])
+    expected = _TOOL_RECORDINGS[name] or _anthropic_stream_tool_calls(raw)
+    assert len(expected) >= 1
+    found = [
+        (
+            c["name"],
+            json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"],
+        )
+        for c in message["tool_calls"]
+    ]
+    assert found == expected
+
+
+_APP = """
+import sys
+
+import boto3
+import botocore.config
+
+client = boto3.client(
+    "bedrock-runtime",
+    region_name="us-east-1",
+    endpoint_url=sys.argv[1],
+    aws_access_key_id="AKIDEXAMPLE",
+    aws_secret_access_key="secret",
+    config=botocore.config.Config(retries={"max_attempts": 1}),
+)
+messages = [{"role": "user", "content": [{"text": "Say hello"}]}]
+client.converse(modelId="m", messages=messages)
+for _event in client.converse_stream(modelId="m", messages=messages)["stream"]:
+    pass
+"""
+
+
+def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
+    """``opentelemetry-instrument`` loads llmtrace's entry point and OpenTelemetry's own botocore
+    instrumentation (installed here): each Bedrock call still has one span, llmtrace's."""
+    done, traces = run_instrumented_app(_APP, tmp_path, "bedrock-app", server.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    spans = []
+    for line in traces.read_text().splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
+    assert [(scope, span["name"]) for scope, span in spans] == [
+        ("llmtrace", "chat m"),
+        ("llmtrace", "chat m"),
+    ]
+    for _, span in spans:
+        attributes = {a["key"]: a["value"] for a in span["attributes"]}
+        assert attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == {"intValue": "4"}
