@@ -122,6 +122,22 @@ def test_a_hybrid_search_is_one_span_though_its_legs_run_on_threads(spans, table
     assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
 
 
+def test_a_full_text_search_without_a_limit_has_lancedbs_default(spans, table) -> None:
+    rows = table.search("shipping", query_type="fts").to_list()
+
+    span = only(spans.get_finished_spans(), f"retrieval {TABLE}")
+    assert span.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 10
+    assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
+
+
+def test_a_plain_scan_without_a_limit_records_no_top_k(spans, table) -> None:
+    rows = table.search().to_list()
+
+    span = only(spans.get_finished_spans(), f"retrieval {TABLE}")
+    assert semconv.GEN_AI_RETRIEVAL_TOP_K not in span.attributes
+    assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 3
+
+
 def test_a_plain_scan_is_a_query(spans, table) -> None:
     rows = table.search().where("id > 1").limit(5).to_list()
 

@@ -19,8 +19,8 @@ Two places where LanceDB runs one search as several calls, kept to one span:
 Attributes: ``db.system.name=lancedb``; the collection (and ``gen_ai.data_source.id``) is the
 table name; ``db.operation.name`` is ``search`` (vector), ``full_text_search``,
 ``hybrid_search`` or ``query`` (a plain scan); ``gen_ai.retrieval.top_k`` is the limit
-(LanceDB's default of 10 for a vector or hybrid search without one; a full-text search or scan
-without a limit records none), times the number of query vectors for a batch;
+(LanceDB's default of 10 for a vector, full-text or hybrid search without one; a plain scan
+without a limit returns every row and records none), times the number of query vectors for a batch;
 ``llmtrace.retrieval.returned`` is the number of rows returned. No rows are recorded.
 """
 
@@ -46,7 +46,7 @@ from llmtrace.instrumentation.vectordb._spans import (
 )
 
 SYSTEM = "lancedb"
-DEFAULT_LIMIT = 10  # LanceDB's limit for a vector or hybrid search that sets none
+DEFAULT_LIMIT = 10  # LanceDB's limit for a vector, full-text or hybrid search that sets none
 
 # Builders created by a synchronous hybrid search for its two legs.
 _hybrid_legs: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -54,13 +54,13 @@ _hybrid_legs: weakref.WeakSet[Any] = weakref.WeakSet()
 # Synchronous builder class: (operation name, LanceDB applies its default limit).
 _SYNC_KINDS = {
     "LanceVectorQueryBuilder": ("search", True),
-    "LanceFtsQueryBuilder": ("full_text_search", False),
+    "LanceFtsQueryBuilder": ("full_text_search", True),
     "LanceHybridQueryBuilder": ("hybrid_search", True),
     "LanceEmptyQueryBuilder": ("query", False),
 }
 _ASYNC_KINDS = {
     "AsyncVectorQuery": ("search", True),
-    "AsyncFTSQuery": ("full_text_search", False),
+    "AsyncFTSQuery": ("full_text_search", True),
     "AsyncHybridQuery": ("hybrid_search", True),
     "AsyncQuery": ("query", False),
     "AsyncTakeQuery": ("take", False),
