@@ -15,6 +15,15 @@ The options themselves (arguments, environment variables, defaults, validation) 
 - A second ``init()`` is a no-op (logged at debug level); ``shutdown()`` then ``init()`` starts anew
   on the same provider (OpenTelemetry allows setting the global provider only once), with the new
   service name, resource attributes and sampler.
+- Request metrics (``llmtrace.request_metrics``): each local request's stage breakdown is
+  recorded as histograms when its local root span ends. ``request_metrics=None`` (the default,
+  ``LLMTRACE_REQUEST_METRICS`` unset or ``auto``) turns them on exactly when llmtrace exports
+  metrics itself (OTLP, its own meter provider): they then go where the spans go. With a file or
+  console exporter the report reads whole traces anyway; on an application's own providers
+  llmtrace adds nothing unless asked (``request_metrics=True`` records through the
+  application's ``MeterProvider``). ``request_metrics_unsampled=True``
+  (``LLMTRACE_REQUEST_METRICS_UNSAMPLED``) records the spans of traces the sampler drops, for
+  the breakdown only; it is opt-in because every request then pays for recording its spans.
 - Exit is bounded: flushing at interpreter exit (and ``shutdown()``) waits at most
   ``shutdown_timeout`` seconds (``LLMTRACE_SHUTDOWN_TIMEOUT``, default 5) for the backend, then
   logs one WARNING with the number of spans that could not be delivered. Spans lost to a full
@@ -64,6 +73,12 @@ from llmtrace.options import (
 )
 from llmtrace.options import activate as _activate
 from llmtrace.request_context import install as install_request_context
+from llmtrace.request_metrics import (
+    RecordUnsampled,
+    RequestMetricsOptions,
+    RequestMetricsProcessor,
+    options_from,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +89,7 @@ _processors: list[CountingProcessor] = []
 _extra_processors: list[SpanProcessor] = []
 _owned_meter_provider: Any = None
 _sampler_switch: _SwitchableSampler | None = None
+_request_metrics: RequestMetricsProcessor | None = None
 _atexit_registered = False
 # Read on every decorated call: True only while llmtrace's own provider samples nothing.
 drop_all = False
@@ -165,14 +181,17 @@ def init(
     instrument: bool | Iterable[str] | None = None,
     shutdown_timeout: float | None = None,
     jaeger_url: str | None = None,
+    request_metrics: bool | None = None,
+    request_metrics_unsampled: bool | None = None,
 ) -> None:
     """Set up tracing for this process. Safe to call more than once (later calls do nothing).
 
     ``sampler`` (an OpenTelemetry ``Sampler``) wins over ``sample_ratio``; ``span_processors``
     are added to the provider as they are; each of ``exporters`` gets its own batch processor
     and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
+    ``request_metrics`` / ``request_metrics_unsampled``: see the module docstring.
     """
-    global _owned_provider, _atexit_registered, drop_all
+    global _owned_provider, _atexit_registered, drop_all, _request_metrics
     with _lock:
         if initialized():
             logger.debug("llmtrace.init() called again; the first configuration stays")
@@ -218,6 +237,8 @@ def init(
             overrides["jaeger_url"] = jaeger_url
         s = replace(s, **overrides)
         validate(s)
+        request_options = options_from(request_metrics, unsampled=request_metrics_unsampled)
+        record_unsampled = request_options.unsampled and request_options.enabled is not False
         if sampler is not None and not isinstance(sampler, Sampler):
             from llmtrace.errors import ConfigError
 
@@ -239,7 +260,8 @@ def init(
             add_exporter = s.exporter_given
             _warn_ineffective(service_name, resource_attributes, sample_ratio, sampler)
         else:
-            _own_provider(_resource(s), sampler or _sampler(s))
+            chosen = sampler or _sampler(s)
+            _own_provider(_resource(s), RecordUnsampled(chosen) if record_unsampled else chosen)
             provider = _owned_provider  # type: ignore[assignment]
             add_exporter = True
 
@@ -261,9 +283,15 @@ def init(
             _extra_processors.append(extra_processor)
 
         if add_exporter and resolved_exporter(s) == "otlp":
-            _install_metrics(s, resource)
+            _install_metrics(s, resource, request_options)
+        _request_metrics = _install_request_metrics(provider, request_options, record_unsampled)
         _activate(s)
-        drop_all = provider is _owned_provider and sampler is None and drops_everything(s)
+        drop_all = (
+            provider is _owned_provider
+            and sampler is None
+            and drops_everything(s)
+            and not record_unsampled
+        )
         if not _atexit_registered:
             # The SDK provider flushes at exit only when it owns shutdown; a reused provider or an
             # added processor may not, and a short script must not lose its last spans.
@@ -363,7 +391,46 @@ def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
         )
 
 
-def _install_metrics(s: Settings, resource: Resource) -> None:
+def _install_request_metrics(
+    provider: TracerProvider, options: RequestMetricsOptions, record_unsampled: bool
+) -> RequestMetricsProcessor | None:
+    """Add the request breakdown processor when asked for, or by default when llmtrace exports
+    metrics itself; it is stopped and detached with the processors ``init()`` was given."""
+    from llmtrace.metrics import meter_provider_set
+
+    enabled = options.enabled
+    if enabled is None:
+        enabled = _owned_meter_provider is not None and meter_provider_set()
+    if not enabled:
+        if record_unsampled:
+            logger.warning(
+                "llmtrace: request_metrics_unsampled is set but request metrics are off "
+                "(request_metrics=True turns them on); unsampled spans are recorded for nothing"
+            )
+        return None
+    if record_unsampled and provider is not _owned_provider:
+        logger.warning(
+            "llmtrace: request_metrics_unsampled needs llmtrace's own TracerProvider; the "
+            "application's sampler decides which requests are counted"
+        )
+    processor = RequestMetricsProcessor(
+        max_traces=options.max_traces,
+        max_spans=options.max_spans,
+        root_timeout=options.root_timeout,
+    )
+    provider.add_span_processor(processor)
+    _extra_processors.append(processor)
+    return processor
+
+
+def request_metrics_processor() -> RequestMetricsProcessor | None:
+    """The request breakdown processor ``init()`` added (None when request metrics are off)."""
+    return _request_metrics
+
+
+def _install_metrics(
+    s: Settings, resource: Resource, request_options: RequestMetricsOptions | None = None
+) -> None:
     """The GenAI client metrics go to the same OTLP endpoint as the spans, unless the application
     already has a MeterProvider or ``OTEL_METRICS_EXPORTER=none``."""
     global _owned_meter_provider
@@ -392,11 +459,14 @@ def _install_metrics(s: Settings, resource: Resource) -> None:
         )
 
         exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
+    from llmtrace.request_metrics import views
+
     # Shut down by llmtrace's bounded exit, not by the SDK's own unbounded exit handler.
     _owned_meter_provider = MeterProvider(
         resource=resource,
         metric_readers=[PeriodicExportingMetricReader(exporter)],
         shutdown_on_exit=False,
+        views=views(request_options.histogram) if request_options is not None else [],
     )
     metrics.set_meter_provider(_owned_meter_provider)
 
@@ -424,7 +494,7 @@ def force_flush(timeout_millis: int = 30000) -> bool:
 def shutdown() -> None:
     """Flush and stop llmtrace's exporters (waiting at most ``shutdown_timeout`` seconds) and
     undo its instrumentation."""
-    global drop_all
+    global drop_all, _request_metrics
     with _lock:
         s = _settings_in_force()
         if s is None:
@@ -438,6 +508,7 @@ def shutdown() -> None:
         _stop_all(s, meters=False)
         _activate(None)
         drop_all = False
+        _request_metrics = None
 
 
 def _stop_all(s: Settings, meters: bool) -> None:

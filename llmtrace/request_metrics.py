@@ -1,0 +1,551 @@
+"""The stage breakdown computed where the request ran, exported as metrics any backend aggregates.
+
+``llmtrace report`` needs whole traces; at fleet scale with tail sampling, it cannot have them.
+This span processor holds the spans of each local trace in flight (the request's spans in this
+process) and, when the local root span ends, breaks the trace down with the report's own rules
+(``analysis.breakdown`` over the analysis span model, built the way ``analysis.otlp`` builds it
+from OTLP JSON) and records histograms through the OpenTelemetry metrics API:
+
+* ``llmtrace.request.duration`` (s): the local root's duration.
+* ``llmtrace.request.stage.duration`` (s), with ``llmtrace.stage``: the stage's time on the
+  request's critical path, recorded only for stages with time in that request (a request without
+  retrieval records no retrieval point; ``report --prometheus`` counts it as a zero, as the report
+  does, from the request count).
+* ``llmtrace.request.time_to_first_token`` (s): from the root's start to the first token of the
+  request's main model call, when that call streamed.
+* ``llmtrace.request.tokens`` ({token}), with ``gen_ai.token.type`` input/output: the usage of
+  every model call of the request.
+
+Attributes of every point: ``llmtrace.request.name`` (the root's ``http.route`` when it has
+one, else the root span's name; both are low-cardinality by the span conventions),
+``gen_ai.request.model`` of the main model call (the longest one on the critical path), and
+``error.type`` when the request failed. ``service.name`` comes from the meter provider's resource.
+
+Bounds: only local traces in flight are held, at most ``max_traces`` of them (a new request past
+that is not tracked, and counted in ``llmtrace.request.untracked`` with ``reason``
+``traces_in_flight``), at most ``max_spans`` spans each (the rest dropped and counted in
+``llmtrace.request.spans_dropped``; their time counts as their parent's stage); a root still
+open after ``root_timeout`` seconds is evicted (``reason`` ``evicted``).
+
+Across processes: a span whose child runs in another process (an HTTP client span, a model
+call) counts here as that span's own stage; the downstream process, if instrumented, records
+its own local breakdown under its own ``service.name``. The two views measure the same time
+twice, from each side: the caller's ``network`` or model-call stage contains the callee's whole
+request. Sum stage times within one service, never across services.
+
+Sampling: the processor sees only spans the sampler records. With ``unsampled=True`` (opt-in)
+``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
+request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
+measures it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind, StatusCode
+from opentelemetry.util.types import Attributes
+
+from llmtrace import semconv as sc
+from llmtrace._safety import log_once
+from llmtrace.analysis import conventions
+from llmtrace.analysis.breakdown import ModelPhases, critical_path, first_token_time
+from llmtrace.analysis.model import NANOS, Span, Trace
+from llmtrace.analysis.otlp import KEPT_ATTRIBUTES, TABLE_ATTRIBUTES, link_children, yield_to_wire
+from llmtrace.errors import ConfigError
+from llmtrace.options import _parse_bool, _parse_float
+
+logger = logging.getLogger(__name__)
+
+# Options: init() arguments, and these environment variables.
+ENV_ENABLED = "LLMTRACE_REQUEST_METRICS"
+ENV_UNSAMPLED = "LLMTRACE_REQUEST_METRICS_UNSAMPLED"
+ENV_MAX_TRACES = "LLMTRACE_REQUEST_METRICS_MAX_TRACES"
+ENV_MAX_SPANS = "LLMTRACE_REQUEST_METRICS_MAX_SPANS"
+ENV_ROOT_TIMEOUT = "LLMTRACE_REQUEST_METRICS_ROOT_TIMEOUT"
+ENV_HISTOGRAM = "LLMTRACE_REQUEST_METRICS_HISTOGRAM"
+HISTOGRAMS = ("explicit", "exponential")
+
+DEFAULT_MAX_TRACES = 10_000
+DEFAULT_MAX_SPANS = 1_000
+DEFAULT_ROOT_TIMEOUT = 600.0
+# Largest exponential histogram (buckets per sign); the SDK picks the scale that fits.
+EXPONENTIAL_MAX_SIZE = 160
+
+REQUEST_DURATION = "llmtrace.request.duration"
+STAGE_DURATION = "llmtrace.request.stage.duration"
+REQUEST_TTFT = "llmtrace.request.time_to_first_token"
+REQUEST_TOKENS = "llmtrace.request.tokens"
+UNTRACKED = "llmtrace.request.untracked"
+SPANS_DROPPED = "llmtrace.request.spans_dropped"
+HISTOGRAM_NAMES = (REQUEST_DURATION, STAGE_DURATION, REQUEST_TTFT)
+
+REQUEST_NAME = "llmtrace.request.name"
+TOKEN_TYPE = "gen_ai.token.type"
+OVERFLOW_REASON = "reason"
+
+# fmt: off
+# Seconds. About 25% apart from 100 ms up, a few milliseconds apart below: a P95 read from them
+# is within one bucket of the exact one, and one bucket is a small step at every scale.
+STAGE_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.125,
+    0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.5,
+    10.0, 12.5, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0,
+)
+TOKEN_BUCKETS = (
+    1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144,
+    1048576,
+)
+# fmt: on
+
+# OTLP's SpanKind enum is the SDK's plus one (OTLP has UNSPECIFIED = 0).
+_KIND = {kind: kind.value + 1 for kind in SpanKind}
+_STAGE = sc.STAGE
+_MODEL_CALL = conventions.MODEL_CALL
+_FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetricsOptions:
+    """What ``init()`` was asked for; ``enabled=None`` means: when a metrics pipeline exists."""
+
+    enabled: bool | None = None
+    unsampled: bool = False
+    max_traces: int = DEFAULT_MAX_TRACES
+    max_spans: int = DEFAULT_MAX_SPANS
+    root_timeout: float = DEFAULT_ROOT_TIMEOUT
+    histogram: str = "explicit"
+
+
+def _env_flag(name: str, environ: Mapping[str, str]) -> bool | None:
+    raw = environ.get(name)
+    if raw is None or raw.strip().lower() in ("", "auto"):
+        return None
+    return _parse_bool(name, raw)
+
+
+def _env_number(name: str, environ: Mapping[str, str], default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = _parse_float(name, raw)
+    if not value > 0:
+        raise ConfigError(f"{name}={raw!r} must be greater than 0")
+    return value
+
+
+def options_from(
+    enabled: bool | None = None,
+    *,
+    unsampled: bool | None = None,
+    max_traces: int | None = None,
+    max_spans: int | None = None,
+    root_timeout: float | None = None,
+    histogram: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RequestMetricsOptions:
+    """Arguments over environment variables over defaults, validated."""
+    env = os.environ if environ is None else environ
+    if enabled is None:
+        enabled = _env_flag(ENV_ENABLED, env)
+    if unsampled is None:
+        unsampled = bool(_env_flag(ENV_UNSAMPLED, env))
+    kind = (histogram or env.get(ENV_HISTOGRAM) or "explicit").strip().lower()
+    if kind not in HISTOGRAMS:
+        raise ConfigError(
+            f"request metrics histogram {kind!r} is unknown; accepted: {', '.join(HISTOGRAMS)}"
+        )
+    options = RequestMetricsOptions(
+        enabled=enabled,
+        unsampled=unsampled,
+        max_traces=int(
+            max_traces
+            if max_traces is not None
+            else _env_number(ENV_MAX_TRACES, env, DEFAULT_MAX_TRACES)
+        ),
+        max_spans=int(
+            max_spans
+            if max_spans is not None
+            else _env_number(ENV_MAX_SPANS, env, DEFAULT_MAX_SPANS)
+        ),
+        root_timeout=float(
+            root_timeout
+            if root_timeout is not None
+            else _env_number(ENV_ROOT_TIMEOUT, env, DEFAULT_ROOT_TIMEOUT)
+        ),
+        histogram=kind,
+    )
+    if options.max_traces < 1 or options.max_spans < 1 or not options.root_timeout > 0:
+        raise ConfigError("request metrics limits must be greater than 0")
+    return options
+
+
+def views(histogram: str) -> list[Any]:
+    """The meter provider's views for ``histogram="exponential"`` (none for explicit buckets,
+    which the instruments carry as advice)."""
+    if histogram != "exponential":
+        return []
+    from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
+
+    return [
+        View(
+            instrument_name=name,
+            aggregation=ExponentialBucketHistogramAggregation(max_size=EXPONENTIAL_MAX_SIZE),
+        )
+        for name in HISTOGRAM_NAMES
+    ]
+
+
+class RecordUnsampled(Sampler):
+    """A sampler that records what ``inner`` drops, without sampling it: the spans reach span
+    processors (this one computes the breakdown) but no exporter, which sends sampled spans only."""
+
+    def __init__(self, inner: Sampler) -> None:
+        self.inner = inner
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        result = self.inner.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+        if result.decision is Decision.DROP:
+            return SamplingResult(Decision.RECORD_ONLY, None, result.trace_state)
+        return result
+
+    def get_description(self) -> str:
+        return f"RecordUnsampled{{{self.inner.get_description()}}}"
+
+
+class _Pending:
+    """One local trace in flight: its open local roots and the spans ended so far."""
+
+    __slots__ = ("dropped", "roots", "spans", "started")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.roots: set[int] = set()
+        self.spans: list[ReadableSpan] = []
+        self.dropped = 0
+
+
+@dataclass(slots=True)
+class RequestFigures:
+    """One local request broken down: what the processor records."""
+
+    name: str
+    duration: float
+    stages: dict[str, float]
+    model: str | None
+    error_type: str | None
+    time_to_first_token: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+def _plain(value: Any) -> Any:
+    # The SDK keeps arrays as tuples; OTLP JSON (what the report reads) has lists.
+    return list(value) if value.__class__ is tuple else value
+
+
+def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
+    """The analysis model of one finished SDK span, read as ``analysis.otlp`` reads its OTLP JSON:
+    the attributes the analysis keeps, and a foreign span's through the conventions table."""
+    attributes: dict[str, Any] = {}
+    foreign: dict[str, Any] = {}
+    for key, value in (span.attributes or {}).items():
+        if key in KEPT_ATTRIBUTES:
+            value = _plain(value)
+            if key == _STAGE and (value.__class__ is list or value.__class__ is dict):
+                value = "other"  # as otlp.stage_name reads an array
+            attributes[key] = value
+        elif key in TABLE_ATTRIBUTES:
+            foreign[key] = _plain(value)
+    start = span.start_time or 0
+    end = span.end_time or 0
+    if _STAGE not in attributes:
+        first_token_at = None
+        for event in span.events:
+            if event.name in _FIRST_TOKEN_EVENTS:
+                first_token_at = event.timestamp
+                break
+        assigned = conventions.normalize(attributes, foreign, first_token_at, start)
+        if assigned and attributes[_STAGE] == _MODEL_CALL:
+            model = _model(span, attributes, start, end)
+            inferred.append(model)
+            return model
+    return _model(span, attributes, start, end)
+
+
+def _model(span: ReadableSpan, attributes: dict[str, Any], start: int, end: int) -> Span:
+    context = span.context
+    parent = span.parent
+    return Span(
+        format(context.span_id, "016x") if context is not None else "",
+        format(parent.span_id, "016x") if parent is not None else None,
+        span.name,
+        _KIND.get(span.kind, 0),
+        start,
+        end,
+        attributes,
+        None,
+    )
+
+
+def local_trace(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> Trace:
+    """``root`` and the spans under it among ``spans``, as the report's trace model."""
+    inferred: list[Span] = []
+    by_id: dict[str, Span] = {}
+    for span in spans:
+        model = to_analysis_span(span, inferred)
+        by_id[model.span_id] = model
+    root_model = to_analysis_span(root, inferred)
+    by_id[root_model.span_id] = root_model
+    link_children(by_id)
+    yield_to_wire(inferred)
+    trace_id = format(root.context.trace_id, "032x") if root.context is not None else ""
+    return Trace(trace_id, root_model, orphan=root_model.parent_id is not None)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def figures(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> RequestFigures:
+    """The breakdown and facts of one local request (``spans``: the others of its trace)."""
+    trace = local_trace(root, spans)
+    phases: dict[int, ModelPhases] = {}
+    stages: dict[str, float] = {}
+    # as the report sums them (analysis.collect): segment by segment, in seconds
+    for segment in critical_path(trace, phases):
+        stages[segment.stage] = stages.get(segment.stage, 0.0) + (
+            (segment.end - segment.start) / NANOS
+        )
+    calls = [span for span in trace.spans() if span.attributes.get(_STAGE) == _MODEL_CALL]
+    on_path = [span for span in calls if id(span) in phases]
+    main = max(on_path or calls, key=_duration, default=None)
+    model = None
+    ttft = None
+    if main is not None:
+        named = main.attributes.get(sc.GEN_AI_REQUEST_MODEL) or main.attributes.get(
+            sc.GEN_AI_RESPONSE_MODEL
+        )
+        model = named if isinstance(named, str) else None
+        first = first_token_time(main)
+        if first is not None:
+            ttft = max((main.start - trace.root.start) / NANOS + first, 0.0)
+    input_tokens = output_tokens = None
+    for call in calls:
+        tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS))
+        if tokens is not None:
+            input_tokens = int((input_tokens or 0) + tokens)
+        tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
+        if tokens is not None:
+            output_tokens = int((output_tokens or 0) + tokens)
+    root_attributes = root.attributes or {}
+    route = root_attributes.get(sc.HTTP_ROUTE)
+    error = root_attributes.get(sc.ERROR_TYPE)
+    if not isinstance(error, str):
+        error = "_OTHER" if root.status.status_code is StatusCode.ERROR else None
+    return RequestFigures(
+        name=route if isinstance(route, str) and route else root.name,
+        duration=max(trace.duration, 0.0),
+        stages=stages,
+        model=model,
+        error_type=error,
+        time_to_first_token=ttft,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+    )
+
+
+def _duration(span: Span) -> int:
+    return span.end - span.start
+
+
+class RequestMetricsProcessor(SpanProcessor):
+    """Breaks each local request down when its local root ends and records the figures.
+
+    ``meter_provider``: where to record (default: the global one, through the API).
+    """
+
+    def __init__(
+        self,
+        meter_provider: Any = None,
+        *,
+        max_traces: int = DEFAULT_MAX_TRACES,
+        max_spans: int = DEFAULT_MAX_SPANS,
+        root_timeout: float = DEFAULT_ROOT_TIMEOUT,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self.root_timeout = root_timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        self.untracked = 0
+        self.evicted = 0
+        self.spans_dropped = 0
+        self.recorded = 0
+        meter = (
+            meter_provider.get_meter(sc.SCOPE_NAME)
+            if meter_provider is not None
+            else metrics.get_meter(sc.SCOPE_NAME)
+        )
+
+        def histogram(name: str, unit: str, description: str, buckets: Sequence[float]) -> Any:
+            return meter.create_histogram(
+                name,
+                unit=unit,
+                description=description,
+                explicit_bucket_boundaries_advisory=list(buckets),
+            )
+
+        self._duration = histogram(
+            REQUEST_DURATION, "s", "Duration of the request's local root span", STAGE_BUCKETS
+        )
+        self._stage = histogram(
+            STAGE_DURATION,
+            "s",
+            "Time of one stage on the request's critical path (stages with time only)",
+            STAGE_BUCKETS,
+        )
+        self._ttft = histogram(
+            REQUEST_TTFT,
+            "s",
+            "From the request's start to the first token of its main model call",
+            STAGE_BUCKETS,
+        )
+        self._tokens = histogram(
+            REQUEST_TOKENS, "{token}", "Tokens of every model call of the request", TOKEN_BUCKETS
+        )
+        self._untracked = meter.create_counter(
+            UNTRACKED, unit="{request}", description="Requests not broken down, by reason"
+        )
+        self._spans_dropped = meter.create_counter(
+            SPANS_DROPPED,
+            unit="{span}",
+            description="Spans left out of a request's breakdown (spans per request cap)",
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+        parent = span.parent
+        if parent is not None and not parent.is_remote:
+            return
+        context = span.context
+        if context is None:
+            return
+        trace_id = context.trace_id
+        now = self._clock()
+        with self._lock:
+            pending = self._pending.get(trace_id)
+            if pending is None:
+                self._evict_expired(now)
+                if len(self._pending) >= self.max_traces:
+                    self.untracked += 1
+                    self._count_untracked("traces_in_flight")
+                    return
+                pending = self._pending[trace_id] = _Pending(now)
+            pending.roots.add(context.span_id)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None:
+            return
+        pending = self._pending.get(context.trace_id)
+        if pending is None:
+            return
+        if context.span_id not in pending.roots:
+            if len(pending.spans) < self.max_spans:
+                pending.spans.append(span)
+            else:
+                pending.dropped += 1
+                self.spans_dropped += 1
+                self._spans_dropped.add(1)
+            return
+        with self._lock:
+            pending.roots.discard(context.span_id)
+            spans = list(pending.spans)
+            if pending.roots:
+                # another local root of this trace is still open: keep this one's spans, the
+                # report would join them under it too
+                pending.spans.append(span)
+            else:
+                self._pending.pop(context.trace_id, None)
+        try:
+            self._record(figures(span, spans))
+        except Exception:
+            log_once(logger, "request breakdown failed")
+
+    def _record(self, request: RequestFigures) -> None:
+        labels: dict[str, Any] = {REQUEST_NAME: request.name}
+        if request.model is not None:
+            labels[sc.GEN_AI_REQUEST_MODEL] = request.model
+        if request.error_type is not None:
+            labels[sc.ERROR_TYPE] = request.error_type
+        self._duration.record(request.duration, labels)
+        record_stage = self._stage.record
+        for stage, seconds in request.stages.items():
+            if seconds > 0:
+                record_stage(seconds, {**labels, _STAGE: stage})
+        if request.time_to_first_token is not None:
+            self._ttft.record(request.time_to_first_token, labels)
+        if request.input_tokens is not None:
+            self._tokens.record(request.input_tokens, {**labels, TOKEN_TYPE: "input"})
+        if request.output_tokens is not None:
+            self._tokens.record(request.output_tokens, {**labels, TOKEN_TYPE: "output"})
+        self.recorded += 1
+
+    def _evict_expired(self, now: float) -> None:
+        # Called with the lock held. Entries are in start order: only the oldest can be stale.
+        deadline = now - self.root_timeout
+        pending = self._pending
+        while pending:
+            trace_id, oldest = next(iter(pending.items()))
+            if oldest.started > deadline:
+                return
+            del pending[trace_id]
+            self.evicted += 1
+            self._count_untracked("evicted")
+
+    def _count_untracked(self, reason: str) -> None:
+        self._untracked.add(1, {OVERFLOW_REASON: reason})
+
+    def evict_expired(self) -> None:
+        """Evict local traces whose root has been open longer than ``root_timeout`` (this also
+        happens whenever a new request starts)."""
+        with self._lock:
+            self._evict_expired(self._clock())
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
