@@ -21,14 +21,17 @@ What a call records, besides the attributes every model span has (``gen_ai.provi
   ``total_duration`` is ``processing_time``. The report counts the load time as stage ``load``.
 
 A streamed call's request is sent when its iteration starts (the client returns a generator): the
-span starts at the call, and the model call is in flight (so the HTTP layer below times the
-headers and adds no span of its own) during that first step only, never across a ``yield``.
+span starts at the call, like every other stream's, and the model call is in flight (so the HTTP
+layer below times the headers and adds no span of its own) during that first step only, never
+across a ``yield``. Its times (to headers, to the first token) count from the call, so a caller
+who waits before iterating sees that wait in them; a stream never iterated sent no request and
+ends ``abandoned``.
 
 ``thinking`` output (a thinking model's reasoning) counts as output for the time to first token,
 as reasoning content does for OpenAI-compatible servers; its text is recorded only when content
 capture is on, as the output message's ``reasoning_content`` (the name OpenAI-compatible servers
-use) in ``gen_ai.output.messages``. Tool calls count as output
-too, and with capture on they are part of the output message.
+use) in ``gen_ai.output.messages``. Tool calls count as output too, and with capture on they are
+part of the output message, in OpenAI's shape (the client keeps no tool call id).
 """
 
 from __future__ import annotations
