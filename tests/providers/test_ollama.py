@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import json
 import sys
 import time
@@ -506,7 +507,10 @@ def test_response_error_passes_unchanged_with_an_error_span(server, spans, strea
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_connection_error_passes_unchanged(spans, instrumented, stream):
-    client = ollama.Client(host="http://127.0.0.1:9")  # nothing listens on the discard port
+    with socket.socket() as probe:  # a port nothing listens on: bound, then let go
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = ollama.Client(host=f"http://127.0.0.1:{port}")
     error = _error_of(lambda: client.chat(model="m", messages=MESSAGES, stream=stream))
     # the client raises its own ConnectionError whole, httpx's error from a stream
     assert isinstance(error, ConnectionError if not stream else httpx.ConnectError)
