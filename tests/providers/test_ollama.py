@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import json
+import socket
 import sys
 import time
 from collections.abc import Iterator
