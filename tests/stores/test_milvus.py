@@ -17,10 +17,14 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusC
 from pymilvus import (
     AnnSearchRequest,
     AsyncMilvusClient,
+    Collection,
+    CollectionSchema,
     DataType,
+    FieldSchema,
     MilvusClient,
     MilvusException,
     RRFRanker,
+    connections,
 )
 
 import llmtrace
@@ -150,6 +154,37 @@ def test_hybrid_search_over_two_vector_fields(client, spans) -> None:
     assert span.attributes[semconv.DB_OPERATION_NAME] == "hybrid_search"
     assert span.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
     assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(result[0]) == 2
+
+
+# pymilvus 3.0 deprecates the ORM (to be removed in 3.1); it is still in the supported range.
+@pytest.mark.filterwarnings("ignore:.*ORM-style PyMilvus API")
+def test_the_orm_collection_is_traced_the_same_way(database, spans) -> None:
+    connections.connect(alias="orm", uri=database)
+    fields = [
+        FieldSchema("id", DataType.INT64, is_primary=True),
+        FieldSchema("vector", DataType.FLOAT_VECTOR, dim=3),
+    ]
+    name = f"orm_{uuid.uuid4().hex[:8]}"
+    collection = Collection(name, CollectionSchema(fields), using="orm")
+    spans.clear()
+
+    # Column-based rows: a list of ids and a list of vectors.
+    collection.insert([[row["id"] for row in ROWS], [row["vector"] for row in ROWS]])
+    collection.create_index("vector", {"index_type": "FLAT", "metric_type": "L2", "params": {}})
+    collection.load()
+    result = collection.search([QUERY], "vector", {"metric_type": "L2"}, limit=2)
+    rows = collection.query("id > 1", limit=5)
+    connections.disconnect("orm")
+
+    names = [span.name for span in spans.get_finished_spans()]
+    assert names == [f"insert {name}", f"retrieval {name}", f"retrieval {name}"]
+    insert, search, query = spans.get_finished_spans()
+    assert insert.attributes[semconv.DB_OPERATION_BATCH_SIZE] == 3
+    assert search.attributes[semconv.DB_OPERATION_NAME] == "search"
+    assert search.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
+    assert search.attributes[semconv.RETRIEVAL_RETURNED] == len(result[0]) == 2
+    assert query.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 5
+    assert query.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
 
 
 def test_hits_are_recorded_only_with_content_capture(

@@ -1,8 +1,9 @@
 """pymilvus: ``MilvusClient`` / ``AsyncMilvusClient`` searches as retrieval spans, inserts and
-upserts as writes.
+upserts as writes; the same for the older ORM ``Collection`` (sync; it has no ``get``).
 
-Patched on the two client classes, so a Milvus server, Zilliz Cloud and Milvus Lite (a local
-``.db`` file, served in-process by ``milvus-lite``) are all covered alike.
+Patched on the client classes, so a Milvus server, Zilliz Cloud and Milvus Lite (a local ``.db``
+file, served in-process by ``milvus-lite``) are all covered alike. The ORM's ``Collection``
+talks to the connection directly, never through a client: no call is seen twice.
 
 Attributes: ``db.system.name=milvus``; the collection (and ``gen_ai.data_source.id``) is the
 collection name; ``db.operation.name`` is the method (``search``, ``hybrid_search``, ``query``,
@@ -17,14 +18,17 @@ distance, returned fields) and text queries are recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
+    Describe,
     Operation,
     Outcome,
+    ReadResult,
     argument,
     async_wrapper,
     method_patches,
@@ -40,6 +44,7 @@ _CLIENT_CLASSES = (
     ("pymilvus.milvus_client.milvus_client", "MilvusClient", sync_wrapper),
     ("pymilvus.milvus_client.async_milvus_client", "AsyncMilvusClient", async_wrapper),
 )
+_ORM_CLASSES = (("pymilvus.orm.collection", "Collection", sync_wrapper),)
 
 
 def _count(value: Any) -> int | None:
@@ -57,59 +62,78 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def _collection(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    return str(argument(args, kwargs, 0, "collection_name"))
+def _record_count(data: Any) -> int | None:
+    """Rows in an insert: a dict, a list of row dicts, a DataFrame, or (ORM) a list of columns."""
+    if isinstance(data, list) and data and isinstance(data[0], list | tuple):
+        return len(data[0])
+    return _count(data)
 
 
-def _describe_search(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
-    data = argument(args, kwargs, 1, "data")
-    queries = _count(data) or _count(kwargs.get("ids")) or 1
-    limit = argument(args, kwargs, 3, "limit", _DEFAULT_LIMIT)
-    texts = [item for item in data if isinstance(item, str)] if isinstance(data, list) else []
-    return retrieval_operation(
-        system=SYSTEM,
-        operation="search",
-        collection=_collection(args, kwargs),
-        top_k=int(limit) * queries,
-        batch_size=queries,
-        query_text="\n".join(texts) or None,
-    )
+@dataclass(frozen=True, slots=True)
+class _Api:
+    """Where one API's methods take what a span records."""
+
+    collection: Callable[[Any, tuple[Any, ...], dict[str, Any]], str]
+    data: int  # position of the vectors (search) or rows (insert, upsert)
+    hybrid_limit: int  # position of hybrid_search's limit (search's is 3 in both)
 
 
-def _describe_hybrid_search(
-    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Operation:
-    return retrieval_operation(
-        system=SYSTEM,
-        operation="hybrid_search",
-        collection=_collection(args, kwargs),
-        top_k=int(argument(args, kwargs, 3, "limit", _DEFAULT_LIMIT)),
-    )
+_CLIENT = _Api(lambda _, args, kwargs: str(argument(args, kwargs, 0, "collection_name")), 1, 3)
+_ORM = _Api(lambda collection, _, __: str(collection.name), 0, 2)
 
 
-def _describe_query(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
-    limit = kwargs.get("limit")
-    return retrieval_operation(
-        system=SYSTEM,
-        operation="query",
-        collection=_collection(args, kwargs),
-        top_k=int(limit) if isinstance(limit, int) and limit >= 0 else None,
-    )
+def _describe_search(api: _Api) -> Describe:
+    def describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+        data = argument(args, kwargs, api.data, "data")
+        queries = _count(data) or _count(kwargs.get("ids")) or 1
+        limit = argument(args, kwargs, 3, "limit", _DEFAULT_LIMIT)
+        texts = [item for item in data if isinstance(item, str)] if isinstance(data, list) else []
+        return retrieval_operation(
+            system=SYSTEM,
+            operation="search",
+            collection=api.collection(instance, args, kwargs),
+            top_k=int(limit) * queries,
+            batch_size=queries,
+            query_text="\n".join(texts) or None,
+        )
+
+    return describe
 
 
-def _describe_get(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
-    return retrieval_operation(
-        system=SYSTEM, operation="get", collection=_collection(args, kwargs), top_k=None
-    )
+def _describe_hybrid_search(api: _Api) -> Describe:
+    def describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+        return retrieval_operation(
+            system=SYSTEM,
+            operation="hybrid_search",
+            collection=api.collection(instance, args, kwargs),
+            top_k=int(argument(args, kwargs, api.hybrid_limit, "limit", _DEFAULT_LIMIT)),
+        )
+
+    return describe
 
 
-def _describe_write(operation: str) -> Any:
+def _describe_query(api: _Api, operation: str = "query") -> Describe:
+    """``query`` (a ``limit`` only as a keyword) and ``get`` (none)."""
+
+    def describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
+        limit = kwargs.get("limit")
+        return retrieval_operation(
+            system=SYSTEM,
+            operation=operation,
+            collection=api.collection(instance, args, kwargs),
+            top_k=int(limit) if isinstance(limit, int) and limit >= 0 else None,
+        )
+
+    return describe
+
+
+def _describe_write(api: _Api, operation: str) -> Describe:
     def describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Operation:
         return write_operation(
             system=SYSTEM,
             operation=operation,
-            collection=_collection(args, kwargs),
-            record_count=_count(argument(args, kwargs, 1, "data")),
+            collection=api.collection(instance, args, kwargs),
+            record_count=_record_count(argument(args, kwargs, api.data, "data")),
         )
 
     return describe
@@ -149,14 +173,15 @@ def _read_nothing(result: Any) -> Outcome:
     return NOTHING
 
 
-_METHODS = (
-    ("search", _describe_search, _read_search),
-    ("hybrid_search", _describe_hybrid_search, _read_search),
-    ("query", _describe_query, _read_rows),
-    ("get", _describe_get, _read_rows),
-    ("insert", _describe_write("insert"), _read_nothing),
-    ("upsert", _describe_write("upsert"), _read_nothing),
-)
+def _methods(api: _Api) -> tuple[tuple[str, Describe, ReadResult], ...]:
+    return (
+        ("search", _describe_search(api), _read_search),
+        ("hybrid_search", _describe_hybrid_search(api), _read_search),
+        ("query", _describe_query(api), _read_rows),
+        ("get", _describe_query(api, "get"), _read_rows),
+        ("insert", _describe_write(api, "insert"), _read_nothing),
+        ("upsert", _describe_write(api, "upsert"), _read_nothing),
+    )
 
 
 class MilvusInstrumentor(LibraryInstrumentor):
@@ -166,4 +191,6 @@ class MilvusInstrumentor(LibraryInstrumentor):
     supported = ">= 2.4, < 4"
 
     def patches(self) -> Iterable[PatchRow]:
-        return method_patches(_CLIENT_CLASSES, _METHODS)
+        yield from method_patches(_CLIENT_CLASSES, _methods(_CLIENT))
+        # The ORM's Collection (deprecated in pymilvus 3.0) calls the connection, not a client.
+        yield from method_patches(_ORM_CLASSES, _methods(_ORM))
