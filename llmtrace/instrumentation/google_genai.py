@@ -106,14 +106,26 @@ _REQUEST_PARAMETERS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+class _Options:
+    """The values of a ``GenerateContentConfig`` (its field dictionary, read once: reading a
+    pydantic model's attributes one by one costs more) or of a dict in either spelling."""
+
+    __slots__ = ("_camel", "_values")
+
+    def __init__(self, config: Any) -> None:
+        self._camel = isinstance(config, Mapping)
+        self._values: Any = fields_of(config)
+
+    def get(self, name: str, camel: str) -> Any:
+        value = self._values.get(name)
+        if value is None and self._camel:
+            value = self._values.get(camel)
+        return value
+
+
 def _option(config: Any, name: str, camel: str) -> Any:
-    """A config value, from a ``GenerateContentConfig`` or a dict in either spelling."""
-    if config is None:
-        return None
-    if isinstance(config, Mapping):
-        value = config.get(name)
-        return config.get(camel) if value is None else value
-    return getattr(config, name, None)
+    """One config value (see :class:`_Options`)."""
+    return None if config is None else _Options(config).get(name, camel)
 
 
 def _is_count(value: Any) -> bool:
@@ -126,20 +138,26 @@ def _server(base_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def _endpoint_attributes(models: Any, config: Any) -> dict[str, Any]:
+def _endpoint_attributes(models: Any, options: _Options | None) -> dict[str, Any]:
     """Provider (the client's mode, not the host: a proxy or test server speaks the same API) and
-    server of a ``Models`` object's client, with a per-request ``http_options.base_url``."""
+    server of a ``Models`` object's client, with a per-request ``http_options.base_url``. The
+    caller may change the result (a copy)."""
     api_client = models._api_client
     base_url = None
-    http_options = _option(config, "http_options", "httpOptions")
-    if http_options is not None:
-        base_url = _option(http_options, "base_url", "baseUrl")
+    if options is not None:
+        http_options = options.get("http_options", "httpOptions")
+        if http_options is not None:
+            base_url = _option(http_options, "base_url", "baseUrl")
     if not base_url:
         base_url = getattr(getattr(api_client, "_http_options", None), "base_url", None)
+    return dict(_endpoint(bool(getattr(api_client, "vertexai", False)), base_url))
+
+
+@functools.lru_cache(maxsize=64)
+def _endpoint(vertex_ai: bool, base_url: Any) -> dict[str, Any]:
+    # The same few (mode, base URL) pairs on every call of an application: computed once.
     attributes: dict[str, Any] = {
-        semconv.GEN_AI_PROVIDER_NAME: PROVIDER_VERTEX_AI
-        if getattr(api_client, "vertexai", False)
-        else PROVIDER_GEMINI,
+        semconv.GEN_AI_PROVIDER_NAME: PROVIDER_VERTEX_AI if vertex_ai else PROVIDER_GEMINI,
     }
     if isinstance(base_url, str) and base_url:
         host, port = _server(base_url)
@@ -148,18 +166,18 @@ def _endpoint_attributes(models: Any, config: Any) -> dict[str, Any]:
     return attributes
 
 
-def _request_attributes(config: Any) -> dict[str, Any]:
+def _request_attributes(options: _Options | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
-    if config is None:
+    if options is None:
         return attributes
     for name, camel, attribute in _REQUEST_PARAMETERS:
-        value = _option(config, name, camel)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        value = options.get(name, camel)
+        if value is not None and value.__class__ in (int, float):
             attributes[attribute] = value
-    stop = _option(config, "stop_sequences", "stopSequences")
+    stop = options.get("stop_sequences", "stopSequences")
     if isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
-    choices = _option(config, "candidate_count", "candidateCount")
+    choices = options.get("candidate_count", "candidateCount")
     if _is_count(choices) and choices != 1:
         attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
     return attributes
@@ -190,17 +208,18 @@ class Usage:
     def update(self, metadata: Any) -> None:
         if metadata is None:
             return
-        value = getattr(metadata, "prompt_token_count", None)
-        if _is_count(value):
+        get = fields_of(metadata).get
+        value = get("prompt_token_count")
+        if value.__class__ is int:
             self.input = value
-        value = getattr(metadata, "candidates_token_count", None)
-        if _is_count(value):
+        value = get("candidates_token_count")
+        if value.__class__ is int:
             self.output = value
-        value = getattr(metadata, "cached_content_token_count", None)
-        if _is_count(value):
+        value = get("cached_content_token_count")
+        if value.__class__ is int:
             self.cached = value
-        value = getattr(metadata, "thoughts_token_count", None)
-        if _is_count(value):
+        value = get("thoughts_token_count")
+        if value.__class__ is int:
             self.thoughts = value
 
     def attributes(self) -> dict[str, int]:
@@ -220,12 +239,10 @@ class Usage:
 
 
 def _finish_reason(candidate: Any) -> str | None:
-    reason = getattr(candidate, "finish_reason", None)
-    if reason is None:
-        return None
-    # FinishReason is a str enum; a value this SDK version does not know comes as a plain str.
-    text = reason.value if hasattr(reason, "value") else str(reason)
-    return text.lower() if isinstance(text, str) and text else None
+    reason = fields_of(candidate).get("finish_reason")
+    # FinishReason is a str enum (str methods read its value); a value this SDK version does not
+    # know comes as a plain str.
+    return str.lower(reason) if isinstance(reason, str) and reason else None
 
 
 def _parts(candidate: Any) -> list[Any]:
@@ -283,17 +300,22 @@ def _record_generate_content(
     span: Span, response: Any, attributes: dict[str, Any], output: OutputText | None
 ) -> None:
     if response is not None:
-        response_id = getattr(response, "response_id", None)
+        get = fields_of(response).get
+        response_id = get("response_id")
         if isinstance(response_id, str):
             attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
-        model = getattr(response, "model_version", None)
+        model = get("model_version")
         if isinstance(model, str):
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
-        reasons = [_finish_reason(c) for c in getattr(response, "candidates", None) or ()]
-        if any(reasons):
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [r for r in reasons if r]
+        reasons = []
+        for candidate in get("candidates") or ():
+            reason = _finish_reason(candidate)
+            if reason:
+                reasons.append(reason)
+        if reasons:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         usage = Usage()
-        usage.update(getattr(response, "usage_metadata", None))
+        usage.update(get("usage_metadata"))
         attributes.update(usage.attributes())
         if output is not None:
             output.add(response)
@@ -393,16 +415,16 @@ class ChunkParser:
 def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, stream: bool) -> Plan:
     model = kwargs.get("model")
     config = kwargs.get("config")
-    attributes: dict[str, Any] = {
-        semconv.STAGE: stage,
-        semconv.GEN_AI_OPERATION_NAME: operation,
-        **_endpoint_attributes(models, config),
-    }
+    options = _Options(config) if config is not None else None
+    attributes = _endpoint_attributes(models, options)
+    attributes[semconv.STAGE] = stage
+    attributes[semconv.GEN_AI_OPERATION_NAME] = operation
     if operation != semconv.OP_EMBEDDINGS:
         attributes[semconv.GEN_AI_REQUEST_STREAM] = stream
     if isinstance(model, str):
         attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-    attributes.update(_request_attributes(config))
+    if options is not None:
+        attributes.update(_request_attributes(options))
     capture, max_bytes, redact, _ = capture_settings()
     if capture and operation != semconv.OP_EMBEDDINGS:
         contents = kwargs.get("contents")
@@ -410,7 +432,7 @@ def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, st
             attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
                 json.dumps(contents, default=_jsonable), max_bytes, redact
             )
-        system = _option(config, "system_instruction", "systemInstruction")
+        system = options.get("system_instruction", "systemInstruction") if options else None
         if system is not None:
             attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
                 json.dumps(system, default=_jsonable), max_bytes, redact
@@ -643,7 +665,9 @@ def plan_interaction(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any
         attributes.update(_endpoint_attributes(instance, None))
     else:
         attributes[semconv.GEN_AI_PROVIDER_NAME] = PROVIDER_GEMINI
-    attributes.update(_request_attributes(field_of(body, "generation_config")))
+    generation = field_of(body, "generation_config")
+    if generation is not None:
+        attributes.update(_request_attributes(_Options(generation)))
     return Plan(
         span_name=f"{semconv.OP_CHAT} {model}",
         attributes=attributes,
