@@ -163,3 +163,6 @@ USAGE_BILLED_SEARCH_UNITS: Final = "llmtrace.usage.billed_search_units"
 # --- Amazon Bedrock (llmtrace.instrumentation.bedrock): OpenTelemetry's AWS names --------------
 AWS_REQUEST_ID: Final = "aws.request_id"
 AWS_BEDROCK_GUARDRAIL_ID: Final = "aws.bedrock.guardrail.id"
+# What a guardrail did (Bedrock: NONE, GUARDRAIL_INTERVENED / INTERVENED), on a guardrail check's
+# span and on a model call a guardrail watched.
+GUARDRAIL_ACTION: Final = "llmtrace.guardrail.action"

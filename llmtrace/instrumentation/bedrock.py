@@ -1,13 +1,16 @@
-"""Amazon Bedrock Runtime through ``boto3``/``botocore``: one span per model call.
+"""Amazon Bedrock Runtime through ``boto3``/``botocore``: one span per model call (and guardrail check).
 
 Covers the four model operations of a ``bedrock-runtime`` client: ``converse``,
-``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``. Every other AWS
-call (other operations of the client, such as ``apply_guardrail``, and every other service,
+``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``; and the
+guardrail check ``apply_guardrail`` (a span of its own, not a model call: stage ``prompt`` for a
+check of the input, which runs before the model, ``postprocess`` for a check of the output, as
+DESIGN.md files guardrails; with ``aws.bedrock.guardrail.id`` and ``llmtrace.guardrail.action``).
+Every other AWS call (the client's other operations, every other service,
 ``bedrock-agent-runtime`` included) is left alone and gets no span from here.
 
 Where it hooks: ``botocore.client.BaseClient._make_api_call(operation_name, api_params)``, the
-one method every client call goes through (retries inside). A call that is not one of the four
-operations costs a dictionary lookup; the service is checked once per client class.
+one method every client call goes through (retries inside). A call of any other operation costs
+a set lookup; the service is checked once per client class.
 
 What is recorded:
 
@@ -39,7 +42,8 @@ What is recorded:
 - Content, when captured (off by default): the request's messages (or prompt) and system
   prompt, and the output text with its tool calls (Converse ``toolUse`` blocks, Anthropic
   ``tool_use`` blocks; streamed ones rebuilt from their deltas).
-- ``aws.bedrock.guardrail.id`` when the call names a guardrail. No request header is read: the
+- ``aws.bedrock.guardrail.id`` when the call names a guardrail, and ``llmtrace.guardrail.action``
+  when an InvokeModel body or chunk reports ``amazon-bedrock-guardrailAction``. No request header is read: the
   SigV4 ``Authorization``, ``X-Amz-Security-Token`` and ``X-Amz-Date`` never reach a span.
 
 Time to headers: botocore sends through urllib3, which llmtrace does not hook. The endpoint's
@@ -54,16 +58,16 @@ records GenAI attributes of its own. With both active there would be two model s
 (rule 4 of DESIGN.md). llmtrace's span is the model span (stage, TTFT and generation timing,
 usage), and the botocore instrumentation's span is suppressed for exactly the calls llmtrace
 traces, through its own hook: ``_AwsSdkExtension.should_trace_service_call()`` answering False is
-its "no span for this call" path. It is answered False only for the four model operations of
-``bedrock-runtime`` while llmtrace traces (whichever of the two wrappers is outermost); its spans
-of every other AWS call, ``apply_guardrail`` included, are unchanged, and it still injects the
-X-Ray trace header, under llmtrace's span.
+its "no span for this call" path. It is answered False only for the operations of
+``bedrock-runtime`` traced here, while llmtrace traces (whichever of the two wrappers is
+outermost); its spans of every other AWS call are unchanged, and it still injects the X-Ray
+trace header, under llmtrace's span. Both patch ``BaseClient._make_api_call``: uninstrument them
+in the reverse order they were instrumented (each restores what it found).
 
-Not traced: ``apply_guardrail`` (a guardrail check, not a model call; its time stays with the
-caller's span or with OpenTelemetry's botocore span), ``bedrock-agent-runtime``
-(``retrieve_and_generate``, ``invoke_agent``: the agent's model calls run inside AWS, out of
-sight), ``invoke_model_with_bidirectional_stream`` and the asynchronous invocations. aiobotocore
-is not instrumented.
+Not traced: ``bedrock-agent-runtime`` (``retrieve_and_generate``, ``invoke_agent``: the agent's
+retrieval and model calls run inside AWS, out of sight; OpenTelemetry's botocore span, when
+installed, still times the call), ``invoke_model_with_bidirectional_stream``, ``count_tokens``
+and the asynchronous invocations. aiobotocore is not instrumented.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
@@ -108,6 +114,11 @@ _OPERATIONS: dict[str, tuple[bool, bool]] = {
     "InvokeModel": (False, False),
     "InvokeModelWithResponseStream": (True, False),
 }
+
+# Every operation traced here: the model calls, and the guardrail check (not a model call).
+_APPLY_GUARDRAIL = "ApplyGuardrail"
+_TRACED = frozenset((*_OPERATIONS, _APPLY_GUARDRAIL))
+_GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
 
 # Cross-region inference profiles put a geography before the model id.
 _PROFILE_PREFIXES = ("us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca.")
@@ -505,6 +516,9 @@ def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
     model = body.get("model")
     if isinstance(model, str) and model:
         attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    action = body.get(_GUARDRAIL_ACTION)
+    if isinstance(action, str) and action:
+        attributes[semconv.GUARDRAIL_ACTION] = action
     embedding = body.get("embedding")
     embeddings = body.get("embeddings")
     if isinstance(embeddings, list) and embeddings and isinstance(embeddings[0], list):
@@ -708,6 +722,9 @@ class InvokeStreamParser:
         metrics = chunk.get(_INVOCATION_METRICS)
         if isinstance(metrics, Mapping):
             self.metrics = dict(metrics)
+        action = chunk.get(_GUARDRAIL_ACTION)
+        if isinstance(action, str) and action:
+            attributes[semconv.GUARDRAIL_ACTION] = action
 
     @staticmethod
     def _capture(chunk: Mapping[str, Any], output: Output) -> None:
@@ -967,13 +984,15 @@ def _make_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``BaseClient._make_api_call(operation_name, api_params)``: a span for Bedrock model calls."""
     operation = args[0] if args else kwargs.get("operation_name")
     if (
-        operation not in _OPERATIONS
+        operation not in _TRACED
         or current_model_call() is not None
         or not _is_bedrock_runtime(instance)
         or not should_trace()
     ):
         return wrapped(*args, **kwargs)
     params = args[1] if len(args) > 1 else kwargs.get("api_params")
+    if operation == _APPLY_GUARDRAIL:
+        return _apply_guardrail(wrapped, instance, params, args, kwargs)
     started = _start(instance, operation, params)
     if started is None:
         return wrapped(*args, **kwargs)
@@ -1000,6 +1019,54 @@ def _make_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return result
 
 
+def _apply_guardrail(wrapped: Any, client: Any, params: Any, args: Any, kwargs: Any) -> Any:
+    """``apply_guardrail``: a span of stage ``prompt`` (source INPUT: the check runs before the
+    model) or ``postprocess`` (source OUTPUT), with the guardrail's id and its action."""
+    try:
+        params = params if isinstance(params, Mapping) else {}
+        guardrail_id = params.get("guardrailIdentifier")
+        host, port = _server(client.meta.endpoint_url)
+        attributes: dict[str, Any] = {
+            semconv.STAGE: "prompt" if params.get("source") == "INPUT" else "postprocess",
+            semconv.GEN_AI_PROVIDER_NAME: PROVIDER,
+            semconv.SERVER_ADDRESS: host,
+            semconv.SERVER_PORT: port,
+        }
+        if isinstance(guardrail_id, str) and guardrail_id:
+            attributes[semconv.AWS_BEDROCK_GUARDRAIL_ID] = guardrail_id
+        name = f"apply_guardrail {guardrail_id}" if guardrail_id else "apply_guardrail"
+        span = get_tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+    except Exception:
+        log_once(logger, "Bedrock guardrail span start failed")
+        return wrapped(*args, **kwargs)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        try:
+            result = wrapped(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+    except BaseException as exc:
+        try:
+            if isinstance(exc, Exception):
+                record_aws_error(span, exc)
+        finally:
+            span.end()
+        raise
+    try:
+        found: dict[str, Any] = {}
+        _metadata_attributes(result, found)
+        action = result.get("action") if isinstance(result, Mapping) else None
+        if isinstance(action, str) and action:
+            found[semconv.GUARDRAIL_ACTION] = action
+        span.set_attributes(found)
+        span.set_status(STATUS_OK)
+    except Exception:
+        log_once(logger, "Bedrock guardrail recording failed")
+    finally:
+        span.end()
+    return result
+
+
 def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``Endpoint._send(request)``: returns once urllib3 has the response headers."""
     call = current_model_call()
@@ -1016,7 +1083,7 @@ def _quiet_botocore_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     context = getattr(instance, "_call_context", None)
     if (
         context is not None
-        and getattr(context, "operation", None) in _OPERATIONS
+        and getattr(context, "operation", None) in _TRACED
         and getattr(context, "service", None) == SERVICE
         and (isinstance(current_model_call(), _BedrockCall) or should_trace())
     ):

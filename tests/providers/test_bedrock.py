@@ -8,9 +8,10 @@ with SigV4 (fixed test credentials) as it would for AWS.
 Every recording in ``recorded/bedrock`` is replayed through the real client
 (``test_recording_replays_with_recorded_values``): the model calls' token counts, ids, models
 and finish reasons equal the recorded ones (read here from the recorded bodies and headers, with
-botocore's event-stream decoder for the streams). ``apply_guardrail`` and the
-``bedrock-agent-runtime`` calls (``retrieve_and_generate``, ``invoke_agent``) are sent too: they
-are no model call of ``bedrock-runtime`` and make no span. Every recording can be sent by
+botocore's event-stream decoder for the streams). ``apply_guardrail`` is sent too: a guardrail
+check, its span has the recorded action and no model attributes. The ``bedrock-agent-runtime``
+calls (``retrieve_and_generate``, ``invoke_agent``) are sent as well: not traced, they make no
+span and still work. Every recording can be sent by
 boto3 1.44.8; none needs a parameter the current client has dropped.
 """
 
@@ -478,16 +479,45 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
 
 @pytest.mark.usefixtures("instrumented")
 def test_other_aws_calls_make_no_span(server, spans):
-    client = _client(server)
-    with pytest.raises(ClientError):  # the simulated server knows no guardrail path
-        server.configure(status=400)
-        client.apply_guardrail(
-            guardrailIdentifier="g", guardrailVersion="1", source="INPUT", content=[]
-        )
-    server.configure(status=200)
+    assert _client(server).list_async_invokes()["ResponseMetadata"]["HTTPStatusCode"] == 200
     with pytest.raises(Exception):  # noqa: B017 (an S3 answer the simulated server cannot give)
         _client(server, "s3").list_buckets()
     assert spans.get_finished_spans() == ()
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize(("source", "stage"), [("INPUT", "prompt"), ("OUTPUT", "postprocess")])
+def test_apply_guardrail_is_a_guardrail_stage_not_a_model_call(server, spans, source, stage):
+    server.configure(headers_delay=0.05)
+    result = _client(server).apply_guardrail(
+        guardrailIdentifier="gr-7",
+        guardrailVersion="1",
+        source=source,
+        content=[{"text": {"text": "hello"}}],
+    )
+    span = _one_span(spans)
+    a = span.attributes
+    assert span.name == "apply_guardrail gr-7"
+    assert a[semconv.STAGE] == stage
+    assert semconv.GEN_AI_OPERATION_NAME not in a  # not counted as a model call
+    assert a[semconv.AWS_BEDROCK_GUARDRAIL_ID] == "gr-7"
+    assert a[semconv.GUARDRAIL_ACTION] == result["action"] == "NONE"
+    assert a[semconv.AWS_REQUEST_ID] == result["ResponseMetadata"]["RequestId"]
+    assert (span.end_time - span.start_time) / 1e9 >= 0.05
+    assert span.status.status_code == StatusCode.OK
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_apply_guardrail_error_keeps_its_aws_code(server, spans):
+    server.configure(status=429)
+    with pytest.raises(ClientError) as raised:
+        _client(server).apply_guardrail(
+            guardrailIdentifier="gr-7", guardrailVersion="1", source="INPUT", content=[]
+        )
+    assert type(raised.value).__name__ == "ThrottlingException"
+    span = _one_span(spans)
+    assert span.attributes[semconv.ERROR_TYPE] == "ThrottlingException"
+    assert span.status.status_code == StatusCode.ERROR
 
 
 def test_instrument_and_uninstrument_restore_every_original():
@@ -548,13 +578,17 @@ def test_one_model_span_with_opentelemetry_botocore_instrumentation(server, span
         trace_header = server.requests[-1].headers["x-amzn-trace-id"]
         assert format(finished[-1].context.trace_id, "032x")[8:] in trace_header
         spans.clear()
-        server.configure(status=400)
-        with pytest.raises(ClientError):
-            client.apply_guardrail(
-                guardrailIdentifier="g", guardrailVersion="1", source="INPUT", content=[]
-            )
-        (other,) = _named(spans)
-        assert other[0] == "Bedrock Runtime.ApplyGuardrail"
+        client.apply_guardrail(
+            guardrailIdentifier="g", guardrailVersion="1", source="INPUT", content=[]
+        )
+        client.list_async_invokes()  # not traced by llmtrace: OpenTelemetry's span stays
+        assert _named(spans) == [
+            ("apply_guardrail g", "llmtrace"),
+            (
+                "Bedrock Runtime.ListAsyncInvokes",
+                "opentelemetry.instrumentation.botocore.bedrock-runtime",
+            ),
+        ]
     finally:
         # Both wrap BaseClient._make_api_call: undone in the reverse order they were done.
         if otel_first:
@@ -831,8 +865,17 @@ def test_recording_replays_with_recorded_values(server, spans, path):
     result = _send_recorded(client, request, server)
     assert result
     uri = request["uri"]
-    if "bedrock-agent-runtime" in uri or "/guardrail/" in uri:
-        assert _named(spans) == []  # no model call of bedrock-runtime: no span
+    if "bedrock-agent-runtime" in uri:
+        assert _named(spans) == []  # agent runtime calls are not traced
+        return
+    if "/guardrail/" in uri:
+        span = _one_span(spans)
+        sent = json.loads(_text(request["body"]))
+        assert span.attributes[semconv.STAGE] == (
+            "prompt" if sent["source"] == "INPUT" else "postprocess"
+        )
+        assert span.attributes[semconv.GUARDRAIL_ACTION] == json.loads(raw)["action"]
+        assert span.attributes[semconv.AWS_BEDROCK_GUARDRAIL_ID] == uri.split("/")[4]
         return
     span = _one_span(spans)
     a = span.attributes

@@ -7,7 +7,9 @@ Paths (as boto3's ``bedrock-runtime`` client sends them, model id URL-quoted):
 - ``POST /model/{modelId}/invoke`` and ``/invoke-with-response-stream``: the model's own body
   format, chosen by the model id's family (Anthropic Messages, Amazon Nova, Amazon Titan text
   and embeddings, Meta Llama, Mistral, Cohere Command), with the
-  ``X-Amzn-Bedrock-*-Token-Count`` and ``-Invocation-Latency`` headers InvokeModel carries.
+  ``X-Amzn-Bedrock-*-Token-Count`` and ``-Invocation-Latency`` headers InvokeModel carries;
+- ``POST /guardrail/{id}/version/{version}/apply``: ApplyGuardrail, answering action ``NONE``
+  after the headers delay.
 
 Streams are AWS event-stream messages (``application/vnd.amazon.eventstream``), encoded here
 frame by frame so botocore's own decoder reads them: a prelude (total and headers length, big
@@ -121,13 +123,15 @@ def _split(path: str) -> tuple[str, str] | None:
 
 
 def _matches(path: str) -> bool:
+    if path.startswith("/guardrail/") and path.endswith("/apply"):
+        return True
     split = _split(path)
-    return split is not None and split[1] in _HANDLERS
+    return split is not None and split[1] in _HANDLERS and split[1] != "apply"
 
 
 async def _handle(server: ModelServer, request: RecordedRequest, body: Any, reply: Reply) -> None:
-    split = _split(request.path.split("?", 1)[0])
-    assert split is not None
+    path = request.path.split("?", 1)[0]
+    split = _split(path) or ("", "apply")
     model_id, action = split
     b = server.behaviour
     if b.status >= 400:
@@ -477,7 +481,22 @@ async def _invoke_stream(
     await _stream(server, request, reply, before, delta, after)
 
 
+async def _apply_guardrail(
+    server: ModelServer, request: RecordedRequest, body: Any, reply: Reply, model_id: str
+) -> None:
+    """ApplyGuardrail (``/guardrail/{id}/version/{version}/apply``): nothing to act on."""
+    await sleep_until(request.arrived_at + server.behaviour.headers_delay)
+    payload = {"action": "NONE", "outputs": [], "assessments": [], "usage": {}}
+    await reply.whole(
+        200,
+        json.dumps(payload).encode(),
+        "application/json",
+        {"x-amzn-RequestId": _request_id(server)},
+    )
+
+
 _HANDLERS = {
+    "apply": _apply_guardrail,
     "converse": _converse,
     "converse-stream": _converse_stream,
     "invoke": _invoke,
