@@ -771,6 +771,40 @@ def test_thought_text_counts_as_the_first_token(server, spans):
     )
 
 
+@pytest.mark.parametrize("name", ["interactions_create", "interactions_create_streaming"])
+def test_interaction_raw_response_is_recorded_when_parsed(name, server, spans):
+    (interaction,) = yaml.safe_load((RECORDED / "google_genai" / f"{name}.yaml").read_text())[
+        "interactions"
+    ]
+    gemini.replay(server, [interaction])
+    client = _client(server)
+    arguments = json.loads(interaction["request"]["body"])
+    raw = client.interactions.with_raw_response.create(**arguments)
+    assert raw.status_code == 200
+    parsed = raw.parse()
+    if arguments["stream"]:
+        assert list(parsed)
+    else:
+        assert parsed.id
+    (span,) = model_spans(spans)
+    expected = _recorded_values(interaction)
+    assert {key: span.attributes.get(key) for key in expected} == expected
+
+
+async def test_async_stream_failing_mid_way_ends_its_span_with_the_error(server, spans):
+    server.configure(fail_after_chunks=1, tokens=["a", "b", "c"])
+    client = _client(server)
+    seen = []
+    with pytest.raises(Exception) as raised:
+        async for chunk in await client.aio.models.generate_content_stream(model="m", contents="x"):
+            seen.append(chunk.text)
+    assert seen == ["a"]
+    (span,) = model_spans(spans)
+    assert span.attributes[semconv.STREAM_END] == "error"
+    assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
+    assert span.status.status_code == StatusCode.ERROR
+
+
 def _send_chat(client: genai.Client, interactions: list[dict[str, Any]]) -> None:
     model = interactions[0]["request"]["uri"].split("/models/", 1)[1].split(":", 1)[0]
     chat = client.chats.create(model=model)
