@@ -23,7 +23,8 @@ What is recorded:
   request parameters and the response's usage, finish reason, id and model are read by shape, so
   one reader serves Anthropic (Claude 2 text completion and Claude 3 Messages, prompt caching
   included), Amazon Nova and Titan (text; ``amazon.titan-embed-*`` and ``cohere.embed-*`` are
-  ``embeddings`` calls with stage ``embedding``), Meta Llama, Mistral, Cohere Command, AI21 and
+  ``embeddings`` calls with stage ``embedding``; Stability, Titan Image and Nova Canvas are
+  ``generate_content``), Meta Llama, Mistral, Cohere Command, AI21 and
   OpenAI-compatible bodies (imported models). Counts the body leaves out are taken from the
   ``X-Amzn-Bedrock-Input-Token-Count`` / ``-Output-Token-Count`` / ``-Cache-*`` headers (a
   guarded Nova answer, Claude 2, Cohere Command and AI21 report them only there), and
@@ -218,6 +219,13 @@ def is_embedding_model(model_id: str) -> bool:
     return name.startswith(("amazon.titan-embed", "cohere.embed", "amazon.nova-2-multimodal-emb"))
 
 
+def is_image_model(model_id: str) -> bool:
+    """Image generation (Stability, Titan Image, Nova Canvas): ``generate_content``, not text."""
+    return model_name(model_id).startswith(
+        ("stability.", "amazon.titan-image", "amazon.nova-canvas")
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _server(endpoint_url: str) -> tuple[str, int]:
     parts = urlsplit(endpoint_url)
@@ -326,6 +334,8 @@ def plan_call(
         body = _invoke_body(params)
         if is_embedding_model(model):
             operation_name = semconv.OP_EMBEDDINGS
+        elif is_image_model(model):
+            operation_name = semconv.OP_GENERATE_CONTENT
         elif "messages" in body:
             operation_name = semconv.OP_CHAT
         else:

@@ -211,6 +211,15 @@ def test_titan_embeddings_are_an_embedding_stage(server, spans):
     assert a[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == len(vector)
 
 
+@pytest.mark.usefixtures("instrumented")
+def test_image_generation_is_generate_content(server, spans):
+    model_id = "stability.sd3-5-large-v1:0"
+    _client(server).invoke_model(modelId=model_id, body=json.dumps({"prompt": "a lighthouse"}))
+    span = _one_span(spans)
+    assert span.name == f"generate_content {model_id}"
+    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "generate_content"
+
+
 # --- streams ----------------------------------------------------------------------------------
 
 
