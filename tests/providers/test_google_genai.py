@@ -230,6 +230,20 @@ def test_vertex_ai_client_is_gcp_vertex_ai_and_its_token_is_not_recorded(server,
     _no_secret_in(spans, "vertex-secret-token")
 
 
+def test_vertex_ai_embed_content_reports_its_input_tokens(server, spans):
+    client = _vertex_client(server)
+    client.models.embed_content(model="gemini-embedding-001", contents=["a"])
+    client.models.embed_content(model="gemini-embedding-001", contents=["a", "b"])
+    assert [r.path.rsplit(":", 1)[1] for r in server.requests] == [
+        "embedContent",
+        "batchEmbedContents",
+    ]
+    one, batch = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert one.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10  # usageMetadata
+    assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in batch.attributes  # none reported
+    assert batch.attributes[semconv.EMBEDDING_INPUT_COUNT] == 2
+
+
 def test_chat_messages_are_one_span_each(server, spans):
     client = _client(server)  # held: a dropped Client closes its HTTP client
     chat = client.chats.create(model="gemini-2.0-flash")
@@ -544,6 +558,24 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     for span in (whole, streamed):
         (message,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
         assert message == {"role": "assistant", "content": "Hello, world!"}
+
+
+def test_captured_output_has_the_function_calls(server, spans, monkeypatch):
+    from llmtrace import options
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    options.reload()
+    path = RECORDED / "google_genai" / "generate_content_parallel_tool_calls.yaml"
+    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    gemini.replay(server, [interaction], "application/json")
+    client = _client(server)
+    response = client.models.generate_content(model="gemini-2.0-flash", contents="weather?")
+    (span,) = model_spans(spans)
+    (message,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    assert [call["name"] for call in message["tool_calls"]] == [
+        call.name for call in response.function_calls
+    ]
+    assert len(message["tool_calls"]) >= 2
 
 
 # --- recorded traffic ----------------------------------------------------------------------------
