@@ -11,9 +11,10 @@ outside any model span. Chats (``client.chats.create(...).send_message[_stream]`
 public methods, so they are covered too. Below these methods the SDK speaks HTTP through
 ``httpx2`` (or ``httpx``, or ``aiohttp`` for async clients when it is installed); llmtrace's HTTP
 hooks see the model call in flight and enrich its span (time to headers, phases) instead of
-adding a span of their own. ``aiohttp`` has no llmtrace hooks: an async call sent through it has
-no HTTP phases and, when not streamed, no time to headers; its trace context is still propagated
-(written into the request's headers before it is sent).
+adding a span of their own. ``aiohttp`` (which async clients use when it is installed) has no llmtrace
+hooks of its own: the session the SDK creates gets aiohttp trace callbacks that give the model
+call its time to headers and connect time, and the trace context is written into the request's
+headers before it is sent; the other HTTP phases are not recorded for it.
 
 What the span records, beside the request (model, sampling parameters, streaming):
 
@@ -682,6 +683,54 @@ def _interaction_types() -> SDKTypes:
     return SDKTypes(streams=(eventstreaming.Stream,), async_streams=(eventstreaming.AsyncStream,))
 
 
+@functools.cache
+def _aiohttp_trace_config() -> Any:
+    import aiohttp
+
+    config = aiohttp.TraceConfig()
+    config.on_connection_create_start.append(_aiohttp_connect_started)
+    config.on_connection_create_end.append(_aiohttp_connected)
+    config.on_request_end.append(_aiohttp_headers_received)
+    config.freeze()
+    return config
+
+
+async def _aiohttp_connect_started(session: Any, context: Any, params: Any) -> None:
+    context.llmtrace_connect_started = time.monotonic()
+
+
+async def _aiohttp_connected(session: Any, context: Any, params: Any) -> None:
+    call = current_model_call()
+    started = getattr(context, "llmtrace_connect_started", None)
+    if call is not None and started is not None:
+        call.add_attributes({semconv.HTTP_CONNECT: time.monotonic() - started})
+
+
+async def _aiohttp_headers_received(session: Any, context: Any, params: Any) -> None:
+    # aiohttp calls this once the response headers are read, in the task sending the request.
+    call = current_model_call()
+    if call is not None:
+        call.headers_received()
+
+
+async def _watch_aiohttp_session(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``BaseApiClient._get_aiohttp_session``: the session an async client sends with (one per
+    event loop) gets llmtrace's aiohttp trace callbacks, which give a model call in flight its
+    time to headers and connect time (llmtrace has no aiohttp hooks of its own). Outside a model
+    call, and after ``uninstrument()``, they do nothing."""
+    session = await wrapped(*args, **kwargs)
+    try:
+        # aiohttp keeps a session's trace configurations in this list and reads it per request.
+        configs = getattr(session, "_trace_configs", None)
+        if isinstance(configs, list):
+            config = _aiohttp_trace_config()
+            if config not in configs:
+                configs.append(config)
+    except Exception:
+        log_once(logger, "aiohttp session hook failed")
+    return session
+
+
 def _embed_method(models_class: type) -> str:
     # ``_embed_content`` sends one request; versions before it sent from ``embed_content``.
     return "_embed_content" if "_embed_content" in vars(models_class) else "embed_content"
@@ -710,6 +759,11 @@ class GoogleGenAIInstrumentor(LibraryInstrumentor):
             "google.genai._api_client",
             "BaseApiClient._async_request_once",
             _propagate_over_aiohttp,
+        )
+        yield (
+            "google.genai._api_client",
+            "BaseApiClient._get_aiohttp_session",
+            _watch_aiohttp_session,
         )
         try:
             interaction_types = _interaction_types()

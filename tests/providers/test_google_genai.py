@@ -195,6 +195,24 @@ async def test_async_calls_are_traced_like_sync_ones(server, spans):
     _no_secret_in(spans, API_KEY)
 
 
+async def test_async_calls_over_aiohttp_have_time_to_headers_and_trace_context(server, spans):
+    """google-genai sends async calls with aiohttp when it is installed (it is here)."""
+    server.configure(headers_delay=0.06, first_token_delay=0.1, tokens=["a", "b"])
+    client = _client(server)
+    assert client._api_client._use_aiohttp()
+    await client.aio.models.generate_content(model="m", contents="x")
+    stream = await client.aio.models.generate_content_stream(model="m", contents="x")
+    assert [chunk.text async for chunk in stream] == ["a", "b"]
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    for span, request in zip((whole, streamed), server.requests, strict=True):
+        assert span.attributes[semconv.TIME_TO_HEADERS] >= 0.06
+        assert request.headers["traceparent"].split("-")[2] == format(span.context.span_id, "016x")
+    # The whole answer waits for the last token; the stream's headers do not.
+    assert whole.attributes[semconv.TIME_TO_HEADERS] >= 0.1
+    assert streamed.attributes[semconv.TIME_TO_HEADERS] < 0.1
+    assert semconv.HTTP_CONNECT in whole.attributes  # the first request opened the connection
+
+
 def test_embed_content_is_an_embeddings_span(server, spans):
     client = _client(server)  # held: a dropped Client closes its HTTP client
     result = client.models.embed_content(model="gemini-embedding-001", contents=["a", "b"])
@@ -483,16 +501,31 @@ def test_opentelemetry_httpx_instrumentation_adds_no_model_span(
 
 
 def test_uninstrument_restores_every_original(instrumented):
-    from google.genai import models
+    from google.genai import _api_client, models
+    from google.genai._gaos import interactions
 
     wrapped = models.Models.__dict__["_generate_content"]
     assert hasattr(wrapped, "__wrapped__")
     assert registry.instrument(["google_genai"]) == ["google_genai"]
     assert models.Models.__dict__["_generate_content"] is wrapped  # never wrapped twice
+    patched = [
+        (cls, name)
+        for cls, names in (
+            (models.Models, ("_generate_content", "_generate_content_stream", "_embed_content")),
+            (
+                models.AsyncModels,
+                ("_generate_content", "_generate_content_stream", "_embed_content"),
+            ),
+            (_api_client.BaseApiClient, ("_async_request_once", "_get_aiohttp_session")),
+            (interactions.Interactions, ("create",)),
+            (interactions.AsyncInteractions, ("create",)),
+        )
+        for name in names
+    ]
+    assert all(hasattr(cls.__dict__[name], "__wrapped__") for cls, name in patched)
     registry.uninstrument()
-    for cls in (models.Models, models.AsyncModels):
-        for name in ("_generate_content", "_generate_content_stream", "_embed_content"):
-            assert not hasattr(cls.__dict__[name], "__wrapped__"), (cls, name)
+    for cls, name in patched:
+        assert not hasattr(cls.__dict__[name], "__wrapped__"), (cls, name)
 
 
 _AUTO = """
