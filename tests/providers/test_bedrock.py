@@ -388,6 +388,43 @@ def test_stream_exception_event_keeps_its_aws_code(server, spans, operation):
 # --- errors and credentials -------------------------------------------------------------------
 
 
+def _read_cut_body(client: Any) -> BaseException:
+    result = client.invoke_model(modelId=CLAUDE, body=_invoke_body())
+    with pytest.raises(Exception) as raised:
+        result["body"].read()
+    return raised.value
+
+
+def test_invoke_model_body_cut_mid_way_fails_the_same_for_the_caller(server, spans):
+    """InvokeModel's body is read by the instrumentation: when that read fails, the caller's own
+    read raises the same exception it would have raised uninstrumented, and the span fails."""
+    server.configure(fail_after_chunks=0)
+    client = _client(server)
+    plain = _read_cut_body(client)
+    registry.instrument(["bedrock"])
+    try:
+        spans.clear()
+        traced = _read_cut_body(client)
+    finally:
+        registry.uninstrument()
+    assert type(traced) is type(plain)
+    assert str(traced) == str(plain)
+    span = _one_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[semconv.ERROR_TYPE] == type(plain).__qualname__
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_nothing_is_traced_while_instrumentation_is_suppressed(server, spans):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    client = _client(server)
+    with suppress_instrumentation():
+        client.converse(modelId=CLAUDE, messages=MESSAGES)
+        list(_converse_stream(client))
+    assert spans.get_finished_spans() == ()
+
+
 def _failing_call(client: Any) -> None:
     client.converse(modelId=CLAUDE, messages=MESSAGES)
 

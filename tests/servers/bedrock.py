@@ -21,7 +21,8 @@ The Behaviour's delays, tokens, status and ``fail_after_chunks`` apply as on the
 An error status answers AWS's JSON error shape (``{"message": ...}`` with ``x-amzn-ErrorType``).
 ``server.bedrock_stream_exception`` (a shape name such as ``modelStreamErrorException``), when
 set, ends a stream with that exception message after ``fail_after_chunks`` content chunks
-instead of cutting the connection.
+instead of cutting the connection. With ``fail_after_chunks`` set, InvokeModel sends its headers
+and half its body, then cuts the connection.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import zlib
 from typing import Any
 from urllib.parse import unquote
 
-from tests.servers.model_server import ModelServer, RecordedRequest, Reply, sleep_until
+from tests.servers.model_server import Abort, ModelServer, RecordedRequest, Reply, sleep_until
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 
@@ -337,7 +338,19 @@ async def _invoke(
     }
     if family(model_id) != "titan-embed":
         headers["X-Amzn-Bedrock-Output-Token-Count"] = str(len(b.tokens))
-    await reply.whole(200, json.dumps(payload).encode(), "application/json", headers)
+    data = json.dumps(payload).encode()
+    if b.fail_after_chunks is not None:
+        # The headers and half the body, then the connection is cut.
+        head = [
+            "HTTP/1.1 200 OK",
+            "content-type: application/json",
+            f"content-length: {len(data)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        reply.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data[: len(data) // 2])
+        await reply.writer.drain()
+        raise Abort()
+    await reply.whole(200, data, "application/json", headers)
 
 
 def _stream_chunks(
