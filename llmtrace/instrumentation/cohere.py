@@ -53,6 +53,7 @@ from llmtrace.instrumentation._sdk_methods import (
     output_messages,
     reason_text,
 )
+from llmtrace.streaming import TracedAsyncStream, TracedStream
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,15 @@ _METHODS: tuple[tuple[str, str, str, str, bool], ...] = tuple(
     for cls in classes
     for method, kind, streamed in methods
 )
+
+# The raw clients the public ones send through (module, class).
+_RAW_CLIENTS = (
+    ("cohere.v2.raw_client", "RawV2Client"),
+    ("cohere.v2.raw_client", "AsyncRawV2Client"),
+    ("cohere.raw_base_client", "RawBaseCohere"),
+    ("cohere.raw_base_client", "AsyncRawBaseCohere"),
+)
+_RAW_RESPONSES = frozenset({"HttpResponse", "AsyncHttpResponse"})
 
 _REQUEST_PARAMETERS: dict[str, str] = {
     "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
@@ -200,6 +210,8 @@ def _record_response(
     span: Span, response: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
 ) -> None:
     """A whole chat, generate, embed or rerank response onto the span, with ``attributes``."""
+    if response.__class__.__name__ in _RAW_RESPONSES:  # a raw client's answer: its data
+        response = response.data
     if response is not None:
         get = fields_of(response).get
         response_id = get("id") or get("response_id") or get("generation_id")
@@ -432,6 +444,90 @@ def _stream_wrappers(planner: Callable[..., Plan | None]) -> tuple[Any, Any]:
     return stream, async_stream
 
 
+class _RawStreamManager:
+    """What a raw client's ``chat_stream()`` returns (a context manager whose entry sends the
+    request), for a call no public method traces: the entry is the traced call, the response's
+    events go through :mod:`llmtrace.streaming`, and the exit ends the stream's span (a stream
+    left early is closed there, not when it is collected)."""
+
+    __slots__ = ("_begin", "_events", "_manager")
+
+    def __init__(self, manager: Any, begin: Callable[[], Any]) -> None:
+        self._manager = manager
+        self._begin = begin
+        self._events: Any = None
+
+    def __enter__(self) -> Any:
+        response, self._events = self._begin()
+        return _with_events(response, self._events)
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self._manager.__exit__(*exc_info)
+        finally:
+            if isinstance(self._events, TracedStream):
+                self._events.__exit__(*exc_info)
+
+    async def __aenter__(self) -> Any:
+        response, self._events = await self._begin()
+        return _with_events(response, self._events)
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self._manager.__aexit__(*exc_info)
+        finally:
+            if isinstance(self._events, TracedAsyncStream):
+                await self._events.__aexit__(*exc_info)
+
+
+def _with_events(response: Any, events: Any) -> Any:
+    """The raw response, its events traced (``events`` is the traced stream, or the untraced
+    one when the call was not traced: left as it is)."""
+    # (A traced stream is a proxy: isinstance() sees the class it wraps too, so ask for ours.)
+    if isinstance(events, TracedStream | TracedAsyncStream):
+        response._data = events  # the SDK's HttpResponse keeps what .data returns there
+    return response
+
+
+def _raw_stream_wrappers(planner: Callable[..., Plan | None]) -> tuple[Any, Any]:
+    """Wrappers of a raw client's ``chat_stream`` (sync, async). Cohere's clients bind ``chat``
+    and ``chat_stream`` on each instance when it is made, so a client made before llmtrace
+    instrumented cohere calls the original public methods; they still send through the raw
+    client, looked up at every call. Under a traced public method the model call is in flight
+    already and these do nothing."""
+    request, async_request = make_request_wrappers(planner, _TYPES)
+
+    def stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        manager = wrapped(*args, **kwargs)
+        sent: list[Any] = []
+
+        def enter(*_args: Any, **_kwargs: Any) -> _Primed:
+            sent.append(manager.__enter__())
+            return _Primed(sent[0].data, _NOTHING)
+
+        def begin() -> tuple[Any, Any]:
+            events = request(enter, instance, args, kwargs)
+            return sent[0], events
+
+        return _RawStreamManager(manager, begin)
+
+    def async_stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        manager = wrapped(*args, **kwargs)
+        sent: list[Any] = []
+
+        async def enter(*_args: Any, **_kwargs: Any) -> _AsyncPrimed:
+            sent.append(await manager.__aenter__())
+            return _AsyncPrimed(sent[0].data, _NOTHING)
+
+        async def begin() -> tuple[Any, Any]:
+            events = await async_request(enter, instance, args, kwargs)
+            return sent[0], events
+
+        return _RawStreamManager(manager, begin)
+
+    return stream, async_stream
+
+
 # --- the plan of one call ---------------------------------------------------------------------
 
 
@@ -486,6 +582,8 @@ def make_planner(kind: str, streamed: bool) -> Callable[..., Plan | None]:
     stream = streamed if kind in (_CHAT, _GENERATE) else None
 
     def plan(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
+        # The raw clients are passed every parameter, those not given as the SDK's OMIT (...).
+        kwargs = {name: value for name, value in kwargs.items() if value is not Ellipsis}
         model = kwargs.get("model")
         attributes = call_attributes(operation, stage, PROVIDER, _base_url(instance), model, stream)
         attributes.update(_request_attributes(kind, kwargs))
@@ -516,3 +614,11 @@ class CohereInstrumentor(LibraryInstrumentor):
             else:
                 sync, asynchronous = make_request_wrappers(planner, _TYPES)
             yield module, f"{cls}.{method}", asynchronous if cls.startswith("Async") else sync
+        # The raw clients (cohere >= 5.15) under chat and chat_stream, for clients made before
+        # instrumentation (see _raw_stream_wrappers).
+        for module, cls in _RAW_CLIENTS:
+            chat, async_chat = make_request_wrappers(make_planner(_CHAT, False), _TYPES)
+            stream, async_stream = _raw_stream_wrappers(make_planner(_CHAT, True))
+            is_async = cls.startswith("Async")
+            yield module, f"{cls}.chat", async_chat if is_async else chat
+            yield module, f"{cls}.chat_stream", async_stream if is_async else stream

@@ -347,6 +347,79 @@ def test_v1_generate_embed_and_rerank(server, spans):
     assert rerank.attributes[semconv.RERANK_TOP_N] == 1
 
 
+# --- clients made before instrumentation ---------------------------------------------------
+
+
+def test_clients_made_before_instrumentation_are_traced_through_their_raw_client(server, spans):
+    """cohere binds chat and chat_stream on each client when it is made: a client made before
+    llmtrace instrumented cohere calls the originals, and is traced one layer down."""
+    v2, v1 = _v2(server), _v1(server)
+    async_v2 = _async_v2(server)
+    registry.instrument(LIBRARIES)
+    try:
+        server.configure(first_token_delay=0.03)
+        v2.chat(model="v2", messages=MESSAGES)
+        list(v2.chat_stream(model="v2-stream", messages=MESSAGES))
+        v1.chat(model="v1", message="hi")
+        list(v1.chat_stream(model="v1-stream", message="hi"))
+
+        async def calls() -> None:
+            await async_v2.chat(model="async", messages=MESSAGES)
+            async for _event in async_v2.chat_stream(model="async-stream", messages=MESSAGES):
+                pass
+
+        asyncio.run(calls())
+    finally:
+        registry.uninstrument()
+    found = model_spans(spans)
+    assert len(spans.get_finished_spans()) == len(found) == 6
+    for span in found:
+        a = span.attributes
+        assert a[semconv.GEN_AI_PROVIDER_NAME] == "cohere"
+        assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("COMPLETE",)
+        assert a[semconv.GEN_AI_RESPONSE_ID]
+        _assert_server_usage(span)
+        assert semconv.TIME_TO_HEADERS in a
+        if a[semconv.GEN_AI_REQUEST_STREAM]:
+            assert a[semconv.STREAM_END] == "completed"
+            assert a[semconv.TIME_TO_FIRST_TOKEN] >= 0.03
+    assert sorted(s.attributes[semconv.GEN_AI_REQUEST_MODEL] for s in found) == sorted(
+        ["v2", "v2-stream", "v1", "v1-stream", "async", "async-stream"]
+    )
+
+
+def test_raw_stream_of_an_early_client_left_early_or_failing(server, spans):
+    client = _v2(server)
+    registry.instrument(LIBRARIES)
+    try:
+        stream = client.chat_stream(model="m", messages=MESSAGES)
+        next(stream)
+        stream.close()
+        server.configure(status=429)
+        with pytest.raises(cohere.TooManyRequestsError):
+            list(client.chat_stream(model="m", messages=MESSAGES))
+    finally:
+        registry.uninstrument()
+    closed, failed = model_spans(spans)
+    assert closed.attributes[semconv.STREAM_END] == "closed"
+    assert failed.attributes[semconv.ERROR_TYPE] == "TooManyRequestsError"
+    assert failed.status.status_code == StatusCode.ERROR
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_raw_responses_are_traced(server, spans):
+    client = _v2(server)
+    raw = client.with_raw_response.chat(model="m", messages=MESSAGES)
+    assert raw.data.finish_reason == "COMPLETE"
+    with client.with_raw_response.chat_stream(model="m", messages=MESSAGES) as response:
+        events = list(response.data)
+    whole, streamed = model_spans(spans)
+    assert whole.attributes[semconv.GEN_AI_RESPONSE_ID] == raw.data.id
+    _assert_server_usage(whole)
+    assert streamed.attributes[semconv.CHUNK_COUNT] == len(events)
+    _assert_server_usage(streamed)
+
+
 # --- errors, content, coexistence ----------------------------------------------------------
 
 
