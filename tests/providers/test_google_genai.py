@@ -425,6 +425,57 @@ async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
     assert len(spans.get_finished_spans()) == 2
 
 
+def test_interleaved_streams_keep_their_own_spans_and_leak_no_context(server, spans):
+    """Each stream's request is sent with its own span current (its traceparent), and that span is
+    never left current in the caller between chunks (rule 3 of DESIGN.md)."""
+    from opentelemetry import trace
+
+    server.configure(tokens=["a", "b", "c"])
+    client = _client(server)
+    first = client.models.generate_content_stream(model="one", contents="x")
+    second = client.models.generate_content_stream(model="two", contents="x")
+    outside = trace.get_current_span()
+    next(first)
+    assert trace.get_current_span() is outside
+    next(second)
+    assert trace.get_current_span() is outside
+    rest = list(first) + list(second)
+    assert len(rest) == 4
+    one, two = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert (
+        one.attributes[semconv.GEN_AI_REQUEST_MODEL],
+        two.attributes[semconv.GEN_AI_REQUEST_MODEL],
+    ) == ("one", "two")
+    for span, request in zip((one, two), server.requests, strict=True):
+        assert request.path.endswith(
+            f"/{span.attributes[semconv.GEN_AI_REQUEST_MODEL]}:streamGenerateContent?alt=sse"
+        )
+        assert request.headers["traceparent"].split("-")[2] == format(span.context.span_id, "016x")
+        assert span.attributes[semconv.CHUNK_COUNT] == 3
+    assert one.attributes[semconv.GEN_AI_RESPONSE_ID] != two.attributes[semconv.GEN_AI_RESPONSE_ID]
+
+
+def test_nothing_is_traced_under_an_unsampled_parent_or_while_suppressed(server, spans):
+    from opentelemetry import context, trace
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    client = _client(server)
+    unsampled = NonRecordingSpan(
+        SpanContext(trace_id=1, span_id=2, is_remote=True, trace_flags=TraceFlags(0))
+    )
+    token = context.attach(trace.set_span_in_context(unsampled))
+    try:
+        client.models.generate_content(model="m", contents="x")
+        list(client.models.generate_content_stream(model="m", contents="x"))
+    finally:
+        context.detach(token)
+    with suppress_instrumentation():
+        client.models.generate_content(model="m", contents="x")
+    assert spans.get_finished_spans() == ()
+    assert len(server.requests) == 3
+
+
 # --- timing --------------------------------------------------------------------------------------
 
 
