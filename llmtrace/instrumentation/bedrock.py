@@ -10,7 +10,7 @@ Every other AWS call (the client's other operations, every other service,
 
 Where it hooks: ``botocore.client.BaseClient._make_api_call(operation_name, api_params)``, the
 one method every client call goes through (retries inside). A call of any other operation costs
-a set lookup; the service is checked once per client class.
+a set lookup; the service is checked only for the operation names traced here.
 
 What is recorded:
 
@@ -232,21 +232,13 @@ def _server(endpoint_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
-# Client class -> whether it is a bedrock-runtime client (botocore builds one class per service).
-_bedrock_classes: dict[type, bool] = {}
-
-
 def _is_bedrock_runtime(client: Any) -> bool:
-    cls = client.__class__
-    known = _bedrock_classes.get(cls)
-    if known is None:
-        try:
-            known = client.meta.service_model.service_name == SERVICE
-        except Exception:
-            known = False
-        if len(_bedrock_classes) < 256:
-            _bedrock_classes[cls] = known
-    return known
+    """Asked only for an operation name traced here. (Not cached per class: botocore builds a
+    new client class for every client it creates.)"""
+    try:
+        return bool(client.meta.service_model.service_name == SERVICE)
+    except Exception:
+        return False
 
 
 # --- requests ---------------------------------------------------------------------------------
