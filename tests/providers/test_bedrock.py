@@ -942,6 +942,13 @@ def test_recording_replays_with_recorded_values(server, spans, path):
             assert a[attribute] == expected[key], key
     if expected.get("finish"):
         assert list(a[semconv.GEN_AI_RESPONSE_FINISH_REASONS]) == expected["finish"]
+    # A guardrail's action, where the model's answer reports one.
+    if isinstance(raw, bytes):
+        actions = {p.get("amazon-bedrock-guardrailAction") for p in _stream_payloads(raw)}
+    else:
+        actions = {json.loads(raw).get("amazon-bedrock-guardrailAction")}
+    actions.discard(None)
+    assert a.get(semconv.GUARDRAIL_ACTION) == (actions.pop() if actions else None)
     if isinstance(raw, bytes):
         assert a[semconv.STREAM_END] == "completed"
         assert a[semconv.CHUNK_COUNT] == len(_stream_payloads(raw))
