@@ -281,7 +281,7 @@ Capture = tuple[int, Callable[[str], str] | None]  # (max bytes, redaction hook)
 class _Plan:
     """What was decided about one call before it is sent."""
 
-    __slots__ = ("capture", "converse", "operation", "redact", "streamed")
+    __slots__ = ("capture", "converse", "operation", "streamed")
 
     def __init__(self, operation: str, streamed: bool, converse: bool) -> None:
         self.operation = operation
