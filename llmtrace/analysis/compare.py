@@ -23,6 +23,16 @@ required to have moved by the practical amount in the same direction. Each verdi
 separate 5% test: in a table of many rows one false "faster"/"slower" among them is likely, so a
 decision (``--fail-if-slower``) names its row and statistic in advance.
 
+**Paired by question.** When both runs asked the same question set and say which question each
+request asked (runs from ``llmtrace bench`` and the demo record it), the row's verdict compares
+each question with itself instead: per question, the candidate's mean time minus the baseline's,
+tested by flipping the signs of random pairs (Wilcoxon's signed-rank statistic; see
+:func:`~llmtrace.analysis.stats.sign_flip_tests`). How long a question takes on its own (a long
+answer, a large context) no longer hides the change, so a shift that moves every question is
+found with far fewer requests; it needs 6 questions asked in both runs. The statistics' own
+verdicts (mean, P50, P90, P95 of the runs) stay two-sample tests: a percentile is a property of a
+run, not of a question.
+
 Randomness is seeded from the samples, so the same two runs always get the same verdicts.
 Runs above ``MAX_TESTED`` requests are tested on a fixed sample of that many: more only sharpens
 changes far below the practical threshold, and costs seconds.
@@ -45,6 +55,8 @@ from llmtrace.analysis.stats import (
     midranks,
     permutation_tests,
     requests_needed,
+    sign_flip_tests,
+    sign_flips_needed,
 )
 
 SCHEMA = "llmtrace.comparison/2"
@@ -153,6 +165,8 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     sides: tuple[RunSide, RunSide] | None = None
     changed_settings: list[SettingChange] = field(default_factory=list)
+    # questions asked in both runs, when the rows' verdicts compare each question with itself
+    paired_questions: int | None = None
 
     def row(self, name: str) -> SeriesComparison | None:
         return next((item for item in self.series if item.name == name), None)
@@ -165,7 +179,15 @@ class Comparison:
         return {
             "schema": SCHEMA,
             "method": {
-                "test": "two-sided permutation test; rows: on ranks (Mann-Whitney)",
+                "test": (
+                    "two-sided permutation test; rows: "
+                    + (
+                        "paired by question (Wilcoxon signed-rank, sign flips)"
+                        if self.paired_questions is not None
+                        else "on ranks (Mann-Whitney)"
+                    )
+                ),
+                "paired_questions": self.paired_questions,
                 "alpha": ALPHA,
                 "permutations": PERMUTATIONS,
                 "max_tested_per_run": MAX_TESTED,
@@ -313,6 +335,12 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
         alpha=ALPHA,
     )
     smaller_run = min(n_base, n_cand)
+    paired = question_differences(baseline, candidate, names)
+    paired_tests = (
+        sign_flip_tests(paired, permutations=permutations, alpha=ALPHA)
+        if paired is not None
+        else None
+    )
     series = []
     for k, name in enumerate(names):
         deltas = [
@@ -325,6 +353,9 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
             )
             for statistic, test in zip(COMPARED, tests[k], strict=True)
         ]
+        if paired is not None and paired_tests is not None:
+            series.append(_paired_row(name, deltas, paired_tests[k], paired[k]))
+            continue
         (rank_test,) = tests[len(names) + k]
         series.append(_row(name, deltas, rank_test, smaller_run, n_base + n_cand))
     sides = (describe_run(baseline), describe_run(candidate))
@@ -335,7 +366,55 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
         run_warnings(baseline, candidate),
         sides,
         changed_settings(*sides),
+        len(paired[0]) if paired else None,
     )
+
+
+def _questions(report: Report) -> list[str] | None:
+    """The question each sampled request asked, when the run recorded it for every one."""
+    samples = report.samples or {}
+    questions = samples.get("questions")
+    if not isinstance(questions, list) or len(questions) != len(samples.get("end_to_end", [])):
+        return None
+    if not questions or not all(isinstance(q, str) for q in questions):
+        return None
+    return questions
+
+
+def _per_question(report: Report, questions: list[str], names: list[str]) -> dict[str, list[float]]:
+    """Each question's mean time per series (a question asked more than once: ``--repeat``)."""
+    series = [_series(report, name) for name in names]
+    sums: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for i, question in enumerate(questions):
+        totals = sums.setdefault(question, [0.0] * len(names))
+        for k, values in enumerate(series):
+            totals[k] += values[i]
+        counts[question] = counts.get(question, 0) + 1
+    return {q: [total / counts[q] for total in totals] for q, totals in sums.items()}
+
+
+def question_differences(
+    baseline: Report, candidate: Report, names: list[str]
+) -> list[list[float]] | None:
+    """Per series, candidate minus baseline of each question's mean time, over the questions both
+    runs asked (at most ``MAX_TESTED``, a fixed sample); None when the runs cannot be paired:
+    either did not record its questions, or they asked different question sets."""
+    base_questions, cand_questions = _questions(baseline), _questions(candidate)
+    if base_questions is None or cand_questions is None:
+        return None
+    base_set = (baseline.run or {}).get("question_set_hash")
+    cand_set = (candidate.run or {}).get("question_set_hash")
+    if base_set != cand_set:
+        return None
+    before = _per_question(baseline, base_questions, names)
+    after = _per_question(candidate, cand_questions, names)
+    common = sorted(set(before) & set(after))
+    if not common:
+        return None
+    if len(common) > MAX_TESTED:
+        common = sorted(random.Random(0).sample(common, MAX_TESTED))
+    return [[after[q][k] - before[q][k] for q in common] for k in range(len(names))]
 
 
 def _delta(
@@ -356,20 +435,43 @@ def _delta(
 def _row(
     name: str, deltas: list[Delta], rank_test: PermutationTest, smaller_run: int, pooled: int
 ) -> SeriesComparison:
-    needs = requests_needed(RANKS, ALPHA)
     # the difference of mean ranks is N * (P(candidate slower) - 1/2): Mann-Whitney's U scaled
     probability = 0.5 + rank_test.estimate / pooled if pooled else math.nan
-    if smaller_run < needs:
+    return _judged_row(
+        name, deltas, rank_test, smaller_run, requests_needed(RANKS, ALPHA), probability
+    )
+
+
+def _paired_row(
+    name: str, deltas: list[Delta], test: PermutationTest, differences: list[float]
+) -> SeriesComparison:
+    """The row's verdict from the questions asked in both runs (see the module's docstring)."""
+    slower = sum(1.0 if d > 0 else 0.5 if d == 0 else 0.0 for d in differences)
+    probability = slower / len(differences) if differences else math.nan
+    return _judged_row(name, deltas, test, len(differences), sign_flips_needed(ALPHA), probability)
+
+
+def _judged_row(
+    name: str,
+    deltas: list[Delta],
+    test: PermutationTest,
+    count: int,
+    needs: int,
+    probability: float,
+) -> SeriesComparison:
+    """The row's verdict: its test found a change, and the mean or the median moved by the
+    practical amount the same way; ``count`` (requests, or paired questions) at least ``needs``."""
+    if count < needs:
         verdict = NOT_ENOUGH_DATA
-    elif rank_test.significant() and any(
-        delta.change * rank_test.estimate > 0 and practical(delta.baseline, delta.change)
+    elif test.significant() and any(
+        delta.change * test.estimate > 0 and practical(delta.baseline, delta.change)
         for delta in deltas
         if delta.statistic in ("mean", "p50")
     ):
-        verdict = SLOWER if rank_test.estimate > 0 else FASTER
+        verdict = SLOWER if test.estimate > 0 else FASTER
     else:
         verdict = NO_CHANGE
-    return SeriesComparison(name, deltas, verdict, rank_test.p_value, needs, probability)
+    return SeriesComparison(name, deltas, verdict, test.p_value, needs, probability)
 
 
 def _reported(report: Report, name: str, statistic: str) -> float:

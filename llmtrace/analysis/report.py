@@ -190,16 +190,20 @@ def waterfall(trace: Trace) -> Waterfall:
     return Waterfall(trace.trace_id, trace.duration, rows, path, truncated=bool(stack))
 
 
-def _samples(durations: list[float], columns: dict[str, list[float]]) -> dict[str, Any]:
+def _samples(acc: TraceColumns) -> dict[str, Any]:
+    durations, columns = acc.durations, acc.columns
     index = list(range(len(durations)))
     if len(index) > MAX_SAMPLES:
-        # A fixed seed keeps a saved report reproducible; compare bootstraps from these.
+        # A fixed seed keeps a saved report reproducible; compare tests on these.
         index = sorted(random.Random(0).sample(index, MAX_SAMPLES))
     return {
         "end_to_end": [round(durations[i], 6) for i in index],
         "stages": {
             stage: [round(values[i], 6) for i in index] for stage, values in columns.items()
         },
+        # which request each sample is: a bench run maps them to its questions, so that compare
+        # can pair the questions two runs asked
+        "trace_ids": [acc.info(i).trace_id for i in index],
     }
 
 
@@ -294,7 +298,7 @@ def build_report(
         warnings=list(traceset.warnings),
         run=_run_metadata(acc, run, calls),
         jaeger_url=jaeger,
-        samples=_samples(acc.durations, columns),
+        samples=_samples(acc),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         llmtrace_version=_version(),
         grouping=_grouping(group_by, acc) if group_by is not None else None,

@@ -1,4 +1,5 @@
-"""Summary statistics: percentiles by linear interpolation, and two-sample permutation tests.
+"""Summary statistics: percentiles by linear interpolation, two-sample permutation tests, and
+paired sign-flip tests (the same questions asked in both runs).
 
 Plain Python (no numpy): the report must run wherever the SDK is installed. The permutation tests
 stay cheap for thousands of traces because every pass over a sample is done by C code
@@ -334,3 +335,66 @@ def permutation_tests(
             row.append(PermutationTest(estimate, (1 + reached) / (permutations + 1), margin))
         result.append(row)
     return result
+
+
+def signed_ranks(differences: Sequence[float]) -> list[float]:
+    """Wilcoxon's signed ranks: the midrank of each ``|d|`` among the non-zero ones, with the
+    sign of ``d``; a zero difference (rounding noise) ranks 0 and never changes the sum."""
+    nonzero = [i for i, d in enumerate(differences) if abs(d) >= ROUNDING_NOISE]
+    ranks = midranks([abs(differences[i]) for i in nonzero])
+    signed = [0.0] * len(differences)
+    for i, rank in zip(nonzero, ranks, strict=True):
+        signed[i] = math.copysign(rank, differences[i])
+    return signed
+
+
+def sign_flip_tests(
+    differences: Sequence[Sequence[float]],
+    *,
+    permutations: int = 499,
+    alpha: float = 0.05,
+    seed: int | None = None,
+) -> list[PermutationTest]:
+    """Two-sided paired tests, one per series: ``differences[k][i]`` is candidate minus baseline
+    of series ``k`` for the i-th pair (one question asked in both runs).
+
+    The statistic is the sum of the pairs' signed ranks (Wilcoxon's signed-rank test). Under "no
+    change" each pair's difference is as likely negative as positive, so flipping the signs of
+    random pairs gives the statistic's distribution; each relabelling flips the same pairs in
+    every series (like :func:`permutation_tests`, whose p-value and margin these follow). Pairing
+    removes what the questions themselves contribute (a long answer is slow before and after), so
+    a change that moves every question by a little is found in far fewer requests than by
+    comparing the two runs as unordered samples.
+    """
+    count = len(differences[0]) if differences else 0
+    if count == 0:
+        return [_UNTESTED for _ in differences]
+    ranked = [signed_ranks(series) for series in differences]
+    observed = [math.fsum(series) for series in ranked]
+    magnitudes = [[abs(rank) for rank in series] for series in ranked]
+    totals = [math.fsum(series) for series in magnitudes]
+    nulls: list[list[float]] = [[] for _ in differences]
+    rng = random.Random(seed_of(differences) if seed is None else seed)
+    for _ in range(permutations):
+        flips = rng.getrandbits(count)
+        # pairs whose bit is set count negative: sum of all minus twice the flipped ones
+        flipped = [i for i in range(count) if flips >> i & 1]
+        for series, total, null in zip(magnitudes, totals, nulls, strict=True):
+            null.append(abs(total - 2 * math.fsum(series[i] for i in flipped)))
+    allowed = math.floor(alpha * (permutations + 1) + 1e-9)
+    result = []
+    for estimate, spread in zip(observed, nulls, strict=True):
+        spread.sort(reverse=True)
+        reached = sum(1 for value in spread if value >= abs(estimate) - ROUNDING_NOISE)
+        margin = spread[allowed - 1] if allowed >= 1 else math.inf
+        result.append(PermutationTest(estimate, (1 + reached) / (permutations + 1), margin))
+    return result
+
+
+def sign_flips_needed(alpha: float = 0.05) -> int:
+    """The fewest pairs for which a two-sided sign-flip test can reach ``p <= alpha``: with n
+    pairs the most extreme outcome has probability ``2 / 2**n`` (6 pairs at 5%)."""
+    needed = 1
+    while 2 / 2**needed > alpha:
+        needed += 1
+    return needed

@@ -23,6 +23,12 @@ def build_run_report(
     """The report of ``result``'s run (warmups excluded)."""
     traceset = load_traces(str(source), service=service, since=result.started_at - _CLOCK_MARGIN)
     report = build_report(traceset, run=result.plan.name)
+    # The run knows which question each of its requests asked: compare pairs two runs' questions.
+    asked = {o.trace_id: o.question_id for o in result.measured}
+    traced = report.samples.get("trace_ids") or []
+    questions = [asked.get(trace_id) for trace_id in traced]
+    if questions and all(question is not None for question in questions):
+        report.samples["questions"] = questions
     # The client's first sight of each answer is known to the run, which measured it.
     answered = [o for o in result.measured if o.status == "ok"]
     report.user_ttft = user_perceived_ttft(

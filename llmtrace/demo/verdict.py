@@ -27,27 +27,34 @@ def verdict_lines(comparison: Comparison, warmup: int) -> list[str]:
     p50, mean = row.delta("p50"), row.delta("mean")
     runs = (comparison.baseline.traces, comparison.candidate.traces)
     requests = f"{runs[0]}" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]}"
+    paired = comparison.paired_questions
+    test = (
+        f"signed-rank test over the {paired} questions asked in both runs"
+        if paired is not None
+        else "rank test"
+    )
     lines = [
         f"Verdict: end-to-end {row.verdict_text()}: P50 {format_seconds(p50.baseline)} → "
         f"{format_seconds(p50.candidate)}, mean {format_seconds(mean.baseline)} → "
-        f"{format_seconds(mean.candidate)} (rank test p = {row.p_value:.3f}, judged at 5%)."
+        f"{format_seconds(mean.candidate)} ({test}, p = {row.p_value:.3f}, judged at 5%)."
     ]
-    judged: list[tuple[str, int]] = []
-    short: list[tuple[str, int]] = []
-    (short if row.verdict == NOT_ENOUGH_DATA else judged).append(("the verdict", row.needs))
+    judged: list[tuple[str, str]] = []
+    short: list[tuple[str, str]] = []
+    verdict_needs = f"{row.needs} questions" if paired is not None else str(row.needs)
+    (short if row.verdict == NOT_ENOUGH_DATA else judged).append(("the verdict", verdict_needs))
     for delta in row.deltas:
         side = short if delta.verdict == NOT_ENOUGH_DATA else judged
-        side.append((f"the {_label(delta.statistic)}", delta.needs))
+        side.append((f"the {_label(delta.statistic)}", str(delta.needs)))
     rests = f"Each run measured {requests} requests ({warmup} warm-up left out)"
     if judged:
         rests += (
             f"; {_listed(name for name, _ in judged)} rest on all of them (they need at least "
-            f"{_listed(str(needs) for _, needs in judged)} requests per run)"
+            f"{_listed(needs for _, needs in judged)} requests per run)"
         )
     if short:
         rests += (
             f"; {_listed(name for name, _ in short)} would need "
-            f"{_listed(str(needs) for _, needs in short)} requests per run, so they are marked "
+            f"{_listed(needs for _, needs in short)} requests per run, so they are marked "
             "'not enough data' rather than guessed"
         )
     lines.append(rests + ".")

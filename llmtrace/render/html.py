@@ -20,8 +20,8 @@ from llmtrace.analysis.units import (
     format_signed_seconds,
 )
 from llmtrace.render.labels import (
-    METHOD_NOTE,
     changes_text,
+    method_note,
     not_enough_note,
     row_name,
     settings_text,
@@ -501,7 +501,7 @@ def render_comparison_html(comparison: Comparison) -> str:
     note = not_enough_note(comparison)
     if note:
         body.append(f'<p class="meta" id="not-enough">{_esc(note)}.</p>')
-    body.append(f'<p class="meta">{_esc(METHOD_NOTE)}</p>')
+    body.append(f'<p class="meta">{_esc(method_note(comparison))}</p>')
     return _page(title, body)
 
 

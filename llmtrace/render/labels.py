@@ -74,3 +74,15 @@ METHOD_NOTE = (
     "Verdicts: a two-sided permutation test at 5% (the row's on ranks), and a change of at "
     "least 1 ms and 5% of the baseline; the interval is the test's 95% interval."
 )
+
+
+def method_note(comparison: Comparison) -> str:
+    """How the verdicts were reached: the rows' test depends on whether the runs were paired."""
+    if comparison.paired_questions is None:
+        return METHOD_NOTE
+    return (
+        "Verdicts: a two-sided permutation test at 5%; each row's compares the "
+        f"{comparison.paired_questions} questions asked in both runs, each with itself (signed "
+        "ranks); a change must be at least 1 ms and 5% of the baseline; the interval is the "
+        "test's 95% interval."
+    )

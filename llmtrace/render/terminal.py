@@ -24,8 +24,8 @@ from llmtrace.analysis.units import (
     format_signed_seconds,
 )
 from llmtrace.render.labels import (
-    METHOD_NOTE,
     changes_text,
+    method_note,
     not_enough_note,
     row_name,
     settings_text,
@@ -258,7 +258,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     console.print(table)
     console.print(
         "[dim]▼ faster, ▲ slower, plain: no significant change, ? not enough data. "
-        + METHOD_NOTE
+        + method_note(comparison)
         + "[/]",
         highlight=False,
     )

@@ -237,7 +237,8 @@ def _report(
 
 
 # What differs between bench's saved report and ``llmtrace report`` on the same traces: bench
-# adds its run's metadata, and each says where and when it read the traces.
+# adds its run's metadata and its requests' questions, and each says where and when it read the
+# traces.
 RUN_AND_SOURCE = {"run", "generated_at", "source", "service", "jaeger_url"}
 
 
@@ -246,6 +247,9 @@ def _assert_as_bench_reports(bench: dict[str, Any], data: dict[str, Any], text: 
     assert data["user_ttft"] == bench["user_ttft"]
     for slow in [*data["slowest"], *bench["slowest"]]:
         slow.pop("url")  # a link into Jaeger, when read from there
+    # bench knows which question each request asked (compare pairs them); the traces alone do not
+    bench = {**bench, "samples": dict(bench["samples"])}
+    assert len(bench["samples"].pop("questions")) == 4
     assert {key: value for key, value in data.items() if key not in RUN_AND_SOURCE} == {
         key: value for key, value in bench.items() if key not in RUN_AND_SOURCE
     }

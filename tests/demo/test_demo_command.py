@@ -52,6 +52,8 @@ def test_demo_measures_changes_one_thing_and_compares(tmp_path: Path, tracing_st
     words = " ".join(stdout.split())  # the console wraps long lines
     assert "retrieve fewer passages: top_k 8 -> 3" in words
     assert "Verdict: end-to-end faster" in words, stdout[-4000:]
+    # both runs asked the same ten questions: the verdict compares each with itself
+    assert "signed-rank test over the 10 questions asked in both runs" in words
     assert "Each run measured 10 requests (1 warm-up left out)" in words
     assert "the P90 and the P95 would need 36 and 72 requests per run" in words
     assert baseline["run"]["question_set_hash"] == optimised["run"]["question_set_hash"]

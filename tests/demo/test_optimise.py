@@ -34,3 +34,25 @@ def test_context_bound_runs_retrieve_fewer_passages() -> None:
 def test_a_small_top_k_falls_back_to_shorter_answers() -> None:
     change = choose_optimisation(report_with_bottleneck("ttft"), RagSettings(2, 40))
     assert change.settings == RagSettings(top_k=2, max_tokens=10)
+
+
+def test_a_generation_bound_run_with_token_counts_is_capped_at_half_its_median_answer() -> None:
+    from llmtrace.analysis.report_model import ModelUsage
+    from llmtrace.analysis.stats import distribution
+
+    report = report_with_bottleneck("generation")
+    report.models = {
+        "m": ModelUsage(
+            calls=5,
+            input_tokens=None,
+            output_tokens=distribution([40.0, 90.0, 97.0, 110.0, 128.0]),
+            time_to_first_token=None,
+            output_tokens_per_second=None,
+        )
+    }
+    change = choose_optimisation(report, RagSettings(8, 128))
+    assert change.settings == RagSettings(top_k=8, max_tokens=48)
+    assert "max_tokens 128 -> 48 (half the median answer, 97 tokens)" in change.description
+    # answers far below the limit already: the cap still halves them, never below 16 tokens
+    report.models["m"].output_tokens = distribution([10.0, 12.0, 14.0])
+    assert choose_optimisation(report, RagSettings(8, 128)).settings.max_tokens == 16

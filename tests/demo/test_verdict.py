@@ -44,3 +44,16 @@ def test_three_requests_per_run_are_too_few_for_any_verdict() -> None:
     assert (
         "the verdict, the mean, the P50, the P90 and the P95 would need 4, 4, 6, 36 and 72" in rests
     )
+
+
+def test_runs_of_the_same_questions_are_judged_question_by_question() -> None:
+    before = run([9.0 + 0.25 * i for i in range(12)])
+    after = run([8.25 + 0.25 * i for i in range(12)])  # every question 0.75 s faster
+    unpaired, _ = verdict_lines(compare(before, after), warmup=1)
+    assert unpaired.startswith("Verdict: end-to-end no significant change")
+    for report in (before, after):
+        report.samples["questions"] = [f"q{i}" for i in range(12)]
+    verdict, rests = verdict_lines(compare(before, after), warmup=1)
+    assert verdict.startswith("Verdict: end-to-end faster: P50 10.38 s → 9.62 s")
+    assert "(signed-rank test over the 12 questions asked in both runs, p = 0.002" in verdict
+    assert "(they need at least 6 questions, 4 and 6 requests per run)" in rests
