@@ -275,6 +275,18 @@ def test_chat_messages_are_one_span_each(server, spans):
     assert len(server.requests[-1].json()["contents"]) == 3
 
 
+async def test_async_chat_messages_are_one_span_each(server, spans):
+    client = _client(server)  # held: a dropped Client closes its HTTP client
+    chat = client.aio.chats.create(model="gemini-2.0-flash")
+    await chat.send_message("hello")
+    stream = await chat.send_message_stream("again")
+    assert [chunk.text async for chunk in stream]
+    first, second = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert first.attributes[semconv.GEN_AI_REQUEST_STREAM] is False
+    assert second.attributes[semconv.STREAM_END] == "completed"
+    assert len(spans.get_finished_spans()) == 2
+
+
 def test_automatic_function_calling_is_a_span_per_request_with_the_tool_run_between(server, spans):
     recording = yaml.safe_load(
         (RECORDED / "google_genai" / "generate_content_automatic_tool_calling.yaml").read_text()
