@@ -414,6 +414,16 @@ def test_invoke_model_body_cut_mid_way_fails_the_same_for_the_caller(server, spa
     assert span.attributes[semconv.ERROR_TYPE] == type(plain).__qualname__
 
 
+def test_client_made_before_instrumentation_is_traced(server, spans):
+    client = _client(server)
+    registry.instrument(["bedrock"])
+    try:
+        client.converse(modelId=CLAUDE, messages=MESSAGES)
+    finally:
+        registry.uninstrument()
+    assert _one_span(spans).attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+
+
 @pytest.mark.usefixtures("instrumented")
 def test_nothing_is_traced_while_instrumentation_is_suppressed(server, spans):
     from opentelemetry.instrumentation.utils import suppress_instrumentation
