@@ -20,6 +20,12 @@ reports for the text processed, and go to ``gen_ai.usage.*`` as well. Counts arr
 numbers that may be floats (``12.0``): recorded as integers when integral. Finish reasons are
 recorded as Cohere sends them (``COMPLETE``, ``TOOL_CALL``, ``MAX_TOKENS``, ...).
 
+Cohere's clients bind ``chat`` and ``chat_stream`` on each instance when it is made: for a client
+made before instrumentation, those calls are traced one layer down, at the raw client they send
+through (in versions that have raw clients, as 5.21 does; with an older one, such a client's
+chat calls are not traced).
+``with_raw_response`` calls are traced there too.
+
 v1 ``Client.embed`` splits more than 96 texts into requests sent concurrently from a thread
 pool: each request is a span of its own.
 """
@@ -71,7 +77,7 @@ _OPERATIONS: dict[str, tuple[str, str]] = {
 
 _V2 = "cohere.v2.client"
 _V1 = "cohere.base_client"
-# (module, class, method, kind, streamed)
+# (method, kind, streamed)
 _V2_METHODS = (
     ("chat", _CHAT, False),
     ("chat_stream", _CHAT, True),
@@ -107,6 +113,7 @@ _REQUEST_PARAMETERS: dict[str, str] = {
     "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
     "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
     "p": semconv.GEN_AI_REQUEST_TOP_P,
+    "k": semconv.GEN_AI_REQUEST_TOP_K,
     "seed": semconv.GEN_AI_REQUEST_SEED,
     "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,
     "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
@@ -127,7 +134,8 @@ _OUTPUT_EVENTS = frozenset(
 
 
 def count(value: Any) -> int | float | None:
-    """A count as Cohere sent it: an integer when integral (``12.0`` is 12), else None."""
+    """A count as Cohere sent it: an integer when integral (``12.0`` is 12), a fraction as sent,
+    None when it is no number."""
     if not is_number(value):
         return None
     if isinstance(value, float):

@@ -80,6 +80,7 @@ _REQUEST_PARAMETERS: dict[str, str] = {
     "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
     "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
     "top_p": semconv.GEN_AI_REQUEST_TOP_P,
+    "top_k": semconv.GEN_AI_REQUEST_TOP_K,
     "random_seed": semconv.GEN_AI_REQUEST_SEED,
     "presence_penalty": semconv.GEN_AI_REQUEST_PRESENCE_PENALTY,
     "frequency_penalty": semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY,

@@ -101,7 +101,7 @@ def _assert_server_usage(span: Any) -> None:
 @pytest.mark.usefixtures("instrumented")
 def test_v2_chat_records_request_response_and_both_counts(server, spans):
     response = _v2(server).chat(
-        model="command-r", messages=MESSAGES, temperature=0.3, max_tokens=50, p=0.9, seed=3
+        model="command-r", messages=MESSAGES, temperature=0.3, max_tokens=50, p=0.9, k=20, seed=3
     )
     span = only_model_span(spans)
     a = span.attributes
@@ -114,6 +114,7 @@ def test_v2_chat_records_request_response_and_both_counts(server, spans):
     assert a[semconv.GEN_AI_REQUEST_TEMPERATURE] == 0.3
     assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 50
     assert a[semconv.GEN_AI_REQUEST_TOP_P] == 0.9
+    assert a[semconv.GEN_AI_REQUEST_TOP_K] == 20
     assert a[semconv.GEN_AI_REQUEST_SEED] == 3
     assert a[semconv.GEN_AI_REQUEST_STREAM] is False
     assert a[semconv.GEN_AI_RESPONSE_ID] == response.id

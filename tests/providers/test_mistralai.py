@@ -80,6 +80,7 @@ def test_chat_complete_records_request_response_and_usage(server, spans):
         temperature=0.3,
         max_tokens=64,
         random_seed=7,
+        top_k=40,
         stop=["\n\n"],
     )
     span = only_model_span(spans)
@@ -93,6 +94,7 @@ def test_chat_complete_records_request_response_and_usage(server, spans):
     assert a[semconv.GEN_AI_REQUEST_TEMPERATURE] == 0.3
     assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 64
     assert a[semconv.GEN_AI_REQUEST_SEED] == 7
+    assert a[semconv.GEN_AI_REQUEST_TOP_K] == 40
     assert a[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] == ("\n\n",)
     assert a[semconv.GEN_AI_REQUEST_STREAM] is False
     assert a[semconv.GEN_AI_RESPONSE_ID] == response.id
