@@ -197,6 +197,30 @@ def test_stream_left_early_ends_once_closed(server, spans):
 
 
 @pytest.mark.usefixtures("instrumented")
+def test_async_stream_left_early_ends_once_closed(server, spans):
+    async def consume() -> None:
+        stream = _async_v2(server).chat_stream(model="m", messages=MESSAGES)
+        async for _event in stream:
+            break
+        await stream.aclose()
+
+    asyncio.run(consume())
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 1
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_v1_stream_cut_mid_way_ends_failed(server, spans):
+    server.configure(fail_after_chunks=2)
+    with pytest.raises(Exception) as raised:
+        list(_v1(server).chat_stream(model="command", message="hi"))
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "error"
+    assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
+
+
+@pytest.mark.usefixtures("instrumented")
 def test_abandoned_stream_ends_when_collected(server, spans):
     stream = _v2(server).chat_stream(model="m", messages=MESSAGES)
     next(stream)

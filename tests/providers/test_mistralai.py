@@ -171,6 +171,35 @@ def test_stream_left_early_by_its_context_manager_ends_once_closed(server, spans
 
 
 @pytest.mark.usefixtures("instrumented")
+def test_async_stream_left_early_by_its_context_manager_ends_once_closed(server, spans):
+    async def consume() -> None:
+        stream = await _client(server).chat.stream_async(model="m", messages=MESSAGES)
+        async with stream as events:
+            async for _event in events:
+                break
+
+    asyncio.run(consume())
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 1
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_async_stream_cut_mid_way_ends_failed(server, spans):
+    server.configure(fail_after_chunks=1)
+
+    async def consume() -> None:
+        async for _event in await _client(server).chat.stream_async(model="m", messages=MESSAGES):
+            pass
+
+    with pytest.raises(Exception) as raised:
+        asyncio.run(consume())
+    span = only_model_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "error"
+    assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
+
+
+@pytest.mark.usefixtures("instrumented")
 def test_abandoned_stream_ends_when_collected(server, spans):
     stream = _client(server).chat.stream(model="m", messages=MESSAGES)
     next(iter(stream))
