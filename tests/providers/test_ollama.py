@@ -53,6 +53,13 @@ def server(model_server: ModelServer) -> Iterator[ModelServer]:
     wire.set_load_time(model_server, 0.0)
 
 
+@pytest.fixture(autouse=True)
+def _spans_end_once(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every test: no span is ended twice or written after its end (the SDK warns of both)."""
+    yield
+    assert "ended span" not in caplog.text
+
+
 @pytest.fixture
 def instrumented() -> Iterator[None]:
     assert registry.instrument(["ollama", "httpx"]) == ["ollama", "httpx"]
