@@ -122,9 +122,10 @@ def _describe_async_search(
         return None
     operation, has_default = _ASYNC_KINDS.get(type(instance).__name__, ("search", False))
     inner = instance._inner
-    # get_limit: the hybrid query's; the others carry it in their request.
+    # get_limit: the hybrid query's; the others carry it in their request (not in LanceDB 0.20).
     get_limit = getattr(inner, "get_limit", None)
-    limit = get_limit() if get_limit else inner.to_query_request().limit
+    request = getattr(inner, "to_query_request", None)
+    limit = get_limit() if get_limit else request().limit if request else None
     if limit is None and has_default:
         limit = DEFAULT_LIMIT
     return retrieval_operation(

@@ -139,17 +139,25 @@ def _describe_write(api: _Api, operation: str) -> Describe:
     return describe
 
 
-def _field(hit: Any, name: str) -> Any:
-    return hit.get(name) if isinstance(hit, Mapping) else getattr(hit, name, None)
+def _as_mapping(hit: Any) -> Mapping[str, Any]:
+    """A hit as ``{"id", "distance", "entity"}``: MilvusClient's hits are dicts; the ORM's
+    ``Hit`` objects (pymilvus 2.x) have ``to_dict``, and an attribute lookup that raises
+    ``KeyError`` for a missing field, so nothing is read from them by name."""
+    if isinstance(hit, Mapping):
+        return hit
+    to_dict = getattr(type(hit), "to_dict", None)
+    converted = to_dict(hit) if to_dict is not None else None
+    return converted if isinstance(converted, Mapping) else {}
 
 
 def _hit_record(hit: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": str(_field(hit, "id"))}
-    distance = _field(hit, "distance")
+    fields = _as_mapping(hit)
+    record: dict[str, Any] = {"id": str(fields.get("id"))}
+    distance = fields.get("distance")
     if isinstance(distance, int | float):
         record["score"] = float(distance)
-    entity = _field(hit, "entity")
-    if entity:
+    entity = fields.get("entity")
+    if isinstance(entity, Mapping) and entity:
         record["content"] = json.dumps(dict(entity), default=str)
     return record
 
