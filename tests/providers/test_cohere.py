@@ -372,6 +372,25 @@ def test_v1_generate_embed_and_rerank(server, spans):
     assert rerank.attributes[semconv.RERANK_TOP_N] == 1
 
 
+def test_v1_embed_of_many_texts_is_one_span_per_request_in_the_callers_trace(server, spans):
+    """``Client.embed`` sends 96 texts per request, concurrently from its thread pool: each
+    request is a span, under the caller's span (llmtrace carries the context into the pool)."""
+    from opentelemetry import trace as otel_trace
+
+    registry.instrument([*LIBRARIES, "threading"])
+    try:
+        with otel_trace.get_tracer("app").start_as_current_span("index documents") as parent:
+            _v1(server).embed(
+                model="embed-english-v3.0", texts=["t"] * 100, input_type="search_document"
+            )
+    finally:
+        registry.uninstrument()
+    found = model_spans(spans)
+    assert sorted(s.attributes[semconv.EMBEDDING_INPUT_COUNT] for s in found) == [4, 96]
+    assert all(s.parent.span_id == parent.get_span_context().span_id for s in found)
+    assert len(spans.get_finished_spans()) == 3  # no HTTP span beside them
+
+
 # --- clients made before instrumentation ---------------------------------------------------
 
 
