@@ -1,0 +1,621 @@
+"""The ``groq`` client (sync and async) against the simulated server speaking Groq's wire format
+(tests/servers/groq.py), and every recorded Groq exchange replayed through the current client.
+
+Replay: all 4 recordings in ``fixtures/recorded/groq`` are sent by the current client (1.x) with
+the recorded request: ``chat.yaml`` and ``async_chat.yaml`` (groq 0.10.0, sync and async, six
+answers each to the same request, every one replayed), ``chat_streaming.yaml`` and
+``chat_streaming_via_llamaindex.yaml``. The last was made through LlamaIndex, which sent it with
+the ``openai`` client; the same request body is sent here with Groq's own client (its headers were
+stripped: it is served as ``text/event-stream``). None is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import gzip
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import groq
+import httpx
+import pytest
+import yaml
+from opentelemetry.trace import StatusCode
+
+from llmtrace import options
+from llmtrace import semconv as sc
+from llmtrace.instrumentation import registry
+from tests.frameworks.timing import assert_ttft, chat_requests
+from tests.instrumentation.conftest import model_spans
+from tests.servers import groq as wire
+from tests.servers.fixtures import cassettes, sse_events
+from tests.servers.model_server import ModelServer
+from tests.subprocesses import clean_environment, run
+
+MESSAGES = [{"role": "user", "content": "Tell me a joke about opentelemetry"}]
+API_KEY = "gsk-test-secret-key"
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture
+def server(model_server: ModelServer) -> ModelServer:
+    wire.register(model_server)
+    return model_server
+
+
+@pytest.fixture
+def instrumented() -> Iterator[None]:
+    assert registry.instrument(["groq", "httpx"]) == ["groq", "httpx"]
+    yield
+    registry.uninstrument()
+
+
+def only_span(exporter: Any) -> Any:
+    (span,) = model_spans(exporter)
+    return span
+
+
+def _client(server: ModelServer, **kwargs: Any) -> groq.Groq:
+    return groq.Groq(base_url=server.url, api_key=API_KEY, max_retries=0, **kwargs)
+
+
+def _async_client(server: ModelServer, **kwargs: Any) -> groq.AsyncGroq:
+    return groq.AsyncGroq(base_url=server.url, api_key=API_KEY, max_retries=0, **kwargs)
+
+
+def _server_timings_recorded(attributes: Any, usage: dict[str, Any]) -> None:
+    assert attributes[sc.SERVER_QUEUE_TIME] == usage["queue_time"]
+    assert attributes[sc.SERVER_PROMPT_TIME] == usage["prompt_time"]
+    assert attributes[sc.SERVER_GENERATION_TIME] == usage["completion_time"]
+    # total_time leaves the queue out: not the server's whole processing time.
+    assert sc.SERVER_PROCESSING_TIME not in attributes
+
+
+# --- what a call records ----------------------------------------------------------------------
+
+
+def test_chat_records_request_response_usage_and_groqs_server_timings(server, spans, instrumented):
+    completion = _client(server).chat.completions.create(
+        model="llama-3.1-8b-instant", messages=MESSAGES, max_tokens=20, temperature=0.5
+    )
+    assert completion.choices[0].message.content == "Hello, world!"
+    span = only_span(spans)
+    a = span.attributes
+    assert span.name == "chat llama-3.1-8b-instant"
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    assert a[sc.STAGE] == "ttft"
+    assert a[sc.GEN_AI_OPERATION_NAME] == "chat"
+    assert a[sc.GEN_AI_REQUEST_MODEL] == "llama-3.1-8b-instant"
+    assert a[sc.GEN_AI_REQUEST_MAX_TOKENS] == 20
+    assert a[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.5
+    assert a[sc.GEN_AI_REQUEST_STREAM] is False
+    assert a[sc.GEN_AI_RESPONSE_MODEL] == "sim-model-1"
+    assert a[sc.GEN_AI_RESPONSE_ID] == completion.id
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert a[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert a[sc.SERVER_PORT] == server.port
+    assert sc.TIME_TO_HEADERS in a
+    _server_timings_recorded(a, wire.TIMINGS)
+    assert span.status.status_code == StatusCode.OK
+    assert sc.GEN_AI_INPUT_MESSAGES not in a
+
+
+def test_streamed_chat_reads_usage_from_x_groq_in_the_last_chunk(server, spans, instrumented):
+    server.configure(first_token_delay=0.05, token_delay=0.01, tokens=["a", "b", "c"])
+    chunks = list(
+        _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    )
+    assert len(chunks) == 5  # role, 3 tokens, finish with x_groq.usage: every one delivered
+    assert chunks[-1].x_groq.usage.completion_tokens == 3
+    a = only_span(spans).attributes
+    assert a[sc.GEN_AI_REQUEST_STREAM] is True
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    assert a[sc.TIME_TO_FIRST_TOKEN] >= 0.05
+    assert a[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < a[sc.TIME_TO_FIRST_TOKEN]
+    assert a[sc.GENERATION_TIME] >= 0.02
+    assert a[sc.CHUNK_COUNT] == 5
+    assert a[sc.STREAM_END] == "completed"
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
+    assert a[sc.OUTPUT_TOKENS_PER_SECOND] > 0
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.GEN_AI_RESPONSE_ID] == chunks[0].id
+    _server_timings_recorded(a, wire.TIMINGS)
+
+
+def test_nothing_is_injected_into_a_stream_request_even_when_asked(
+    server, spans, instrumented, monkeypatch
+):
+    """Groq reports stream usage unasked (its client has no ``stream_options``):
+    ``inject_stream_usage`` changes nothing for it."""
+    monkeypatch.setenv("LLMTRACE_INJECT_STREAM_USAGE", "1")
+    options.reload()
+    chunks = list(
+        _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    )
+    assert "stream_options" not in server.requests[-1].json()
+    assert len(chunks) == 6
+    assert only_span(spans).attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+
+
+def test_ttft_headers_and_generation_match_injected_delays(server, spans, instrumented):
+    """300 ms to the first token: each recorded TTFT is at least that, and the instant it says the
+    first token arrived follows the server's sending it within 5 ms (median of six calls; the
+    server shares the monotonic clock, see tests/frameworks/timing.py)."""
+    server.configure(headers_delay=0.1, first_token_delay=0.3, token_delay=0.02, tokens=["t"] * 6)
+    client = _client(server)
+    client.chat.completions.create(model="warm", messages=MESSAGES)  # connection warm-up
+    spans.clear()
+    for _ in range(6):
+        list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    streamed = model_spans(spans)
+    assert_ttft(streamed, chat_requests(server, 6), delay=0.3)
+    for span in streamed:
+        assert 0.1 <= span.attributes[sc.TIME_TO_HEADERS] < span.attributes[sc.TIME_TO_FIRST_TOKEN]
+        # 5 gaps of 20 ms after the first token.
+        assert span.attributes[sc.GENERATION_TIME] >= 0.1 - 0.002
+        assert span.attributes[sc.CHUNK_COUNT] == 8
+
+
+def test_tool_calls_whole_and_streamed(server, spans, instrumented):
+    server.configure(first_token_delay=0.06, tokens=['{"city": ', '"Paris"}'])
+    client = _client(server)
+    completion = client.chat.completions.create(
+        model="m", messages=MESSAGES, tools=[WEATHER_TOOL], tool_choice="auto"
+    )
+    assert completion.choices[0].message.tool_calls[0].function.name == "get_weather"
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=MESSAGES, tools=[WEATHER_TOOL], stream=True
+        )
+    )
+    arguments = "".join(
+        c.choices[0].delta.tool_calls[0].function.arguments or ""
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+    )
+    assert arguments == wire.TOOL_ARGUMENTS
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert whole.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    assert whole.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
+    assert streamed.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    # A tool call's first delta is output: it is the first token.
+    assert streamed.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.06
+    assert streamed.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
+
+
+def test_reasoning_delta_counts_as_first_token():
+    """A reasoning model streams ``delta.reasoning`` before any content (``reasoning_format``
+    ``parsed``): that is the model's first output."""
+    from groq.types.chat import ChatCompletionChunk
+
+    from llmtrace.instrumentation.groq import GroqChunkParser
+
+    def chunk(delta: dict[str, Any]) -> ChatCompletionChunk:
+        return ChatCompletionChunk.model_validate(
+            {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "qwen",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
+        )
+
+    parser = GroqChunkParser()
+    assert not parser.has_content(chunk({"role": "assistant", "content": ""}))
+    assert parser.has_content(chunk({"reasoning": "Let me think"}))
+
+
+async def test_async_call_and_stream(server, spans, instrumented):
+    client = _async_client(server)
+    await client.chat.completions.create(model="m", messages=MESSAGES)
+    stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    chunks = [chunk async for chunk in stream]
+    assert len(chunks) == 6
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert whole.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert whole.attributes[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    _server_timings_recorded(whole.attributes, wire.TIMINGS)
+    assert streamed.attributes[sc.STREAM_END] == "completed"
+    assert streamed.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert streamed.attributes[sc.TIME_TO_FIRST_TOKEN] > 0
+    assert sc.TIME_TO_HEADERS in streamed.attributes
+    assert server.requests[-1].headers["traceparent"].split("-")[2] == format(
+        streamed.context.span_id, "016x"
+    )
+
+
+def test_embeddings(server, spans, instrumented):
+    result = _client(server).embeddings.create(model="nomic-embed-text-v1_5", input=["a", "b"])
+    assert len(result.data) == 2
+    span = only_span(spans)
+    assert span.name == "embeddings nomic-embed-text-v1_5"
+    assert span.attributes[sc.STAGE] == "embedding"
+    assert span.attributes[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    assert span.attributes[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
+    assert span.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10
+
+
+def test_audio_and_model_listing_make_no_model_span(server, spans, instrumented):
+    client = _client(server)
+    transcript = client.audio.transcriptions.create(
+        file=("hello.wav", b"RIFF....WAVE"), model="whisper-large-v3"
+    )
+    assert transcript.text == "simulated transcript"
+    client.models.list()
+    assert model_spans(spans) == []
+
+
+def test_raw_and_streaming_responses(server, spans, instrumented):
+    client = _client(server)
+    completion = client.chat.completions.with_raw_response.create(
+        model="m", messages=MESSAGES
+    ).parse()
+    with client.chat.completions.with_streaming_response.create(
+        model="m", messages=MESSAGES, stream=True
+    ) as response:
+        chunks = list(response.parse())
+    assert len(chunks) == 6
+    raw, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert raw.attributes[sc.GEN_AI_RESPONSE_ID] == completion.id
+    assert raw.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert streamed.attributes[sc.CHUNK_COUNT] == 6
+    assert streamed.attributes[sc.STREAM_END] == "completed"
+    assert streamed.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+
+
+# --- every way a stream ends ------------------------------------------------------------------
+
+
+def test_stream_closed_early_ends_the_span_once(server, spans, instrumented):
+    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    for _chunk in stream:
+        break
+    stream.close()
+    stream.close()
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "closed"
+    assert span.status.status_code == StatusCode.UNSET
+
+
+def test_stream_context_manager_exit_ends_the_span(server, spans, instrumented):
+    with _client(server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    ) as stream:
+        next(iter(stream))
+    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
+
+
+def test_abandoned_stream_ends_when_collected(server, spans, instrumented):
+    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    next(iter(stream))
+    del stream
+    gc.collect()
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "abandoned"
+
+
+def test_connection_cut_mid_stream_ends_with_error(server, spans, instrumented):
+    server.configure(fail_after_chunks=2, token_delay=0.01)
+    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    with pytest.raises(Exception) as raised:
+        list(stream)
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.STREAM_END] == "error"
+    assert span.attributes[sc.ERROR_TYPE] == type(raised.value).__qualname__
+
+
+def test_error_event_mid_stream_reaches_the_caller_unchanged(server, spans, instrumented):
+    stream = _client(server).chat.completions.create(
+        model=wire.STREAM_ERROR_MODEL, messages=MESSAGES, stream=True
+    )
+    received = []
+    with pytest.raises(groq.APIError) as raised:
+        for chunk in stream:
+            received.append(chunk)
+    assert type(raised.value) is groq.APIError
+    assert raised.value.message == "simulated failure mid-stream"
+    assert len(received) == 2  # role, first token
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.STREAM_END] == "error"
+    assert span.attributes[sc.ERROR_TYPE] == "APIError"
+    assert span.attributes[sc.TIME_TO_FIRST_TOKEN] > 0
+
+
+async def test_async_stream_break_and_close(server, spans, instrumented):
+    stream = await _async_client(server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    )
+    async for _chunk in stream:
+        break
+    await stream.close()
+    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
+
+
+async def test_async_stream_cancelled_ends_the_span_cancelled(server, spans, instrumented):
+    server.configure(first_token_delay=0.05, token_delay=0.5, tokens=["a", "b", "c"])
+    client = _async_client(server)
+    first_token = asyncio.Event()
+
+    async def consume() -> None:
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                first_token.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_token.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "cancelled"
+    assert span.status.status_code == StatusCode.UNSET
+    assert span.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.05
+
+
+async def test_async_stream_failing_midway_ends_with_error(server, spans, instrumented):
+    server.configure(fail_after_chunks=1, token_delay=0.01)
+    stream = await _async_client(server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    )
+    with pytest.raises(Exception) as raised:
+        async for _chunk in stream:
+            pass
+    span = only_span(spans)
+    assert span.attributes[sc.STREAM_END] == "error"
+    assert span.attributes[sc.ERROR_TYPE] == type(raised.value).__qualname__
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(400, groq.BadRequestError), (404, groq.NotFoundError), (500, groq.InternalServerError)],
+)
+def test_status_errors_reach_the_caller_unchanged(server, spans, status, error):
+    server.configure(status=status, error_message="model `m` does not exist")
+    with pytest.raises(error) as plain:
+        _client(server).chat.completions.create(model="m", messages=MESSAGES)
+    registry.instrument(["groq", "httpx"])
+    try:
+        with pytest.raises(error) as traced:
+            _client(server).chat.completions.create(model="m", messages=MESSAGES)
+    finally:
+        registry.uninstrument()
+    assert type(traced.value) is type(plain.value)
+    assert str(traced.value) == str(plain.value)
+    assert traced.value.body == plain.value.body
+    span = only_span(spans)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes[sc.ERROR_TYPE] == error.__qualname__
+    assert span.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == status
+
+
+def test_connection_error_and_timeout_mark_the_span(server, spans, instrumented):
+    unreachable = groq.Groq(base_url="http://127.0.0.1:9", api_key=API_KEY, max_retries=0)
+    with pytest.raises(groq.APIConnectionError):
+        unreachable.chat.completions.create(model="m", messages=MESSAGES)
+    server.configure(headers_delay=0.5)
+    with pytest.raises(groq.APITimeoutError):
+        _client(server, timeout=0.1).chat.completions.create(model="m", messages=MESSAGES)
+    refused, timed_out = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert refused.attributes[sc.ERROR_TYPE] == "APIConnectionError"
+    assert timed_out.attributes[sc.ERROR_TYPE] == "APITimeoutError"
+
+
+# --- one span, no credentials, coexistence ----------------------------------------------------
+
+
+def test_one_span_per_call_and_the_traceparent_reaches_the_server(server, spans, instrumented):
+    _client(server).chat.completions.create(model="m", messages=MESSAGES)
+    (span,) = spans.get_finished_spans()  # no HTTP span under the model span
+    traceparent = server.requests[-1].headers["traceparent"]
+    assert traceparent.split("-")[1] == format(span.context.trace_id, "032x")
+    assert traceparent.split("-")[2] == format(span.context.span_id, "016x")
+    assert sc.HTTP_RESPONSE_HEADERS in span.attributes
+
+
+def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    HTTPXClientInstrumentor().instrument()
+    try:
+        _client(server, http_client=httpx.Client()).chat.completions.create(
+            model="m", messages=MESSAGES
+        )
+        list(
+            _client(server, http_client=httpx.Client()).chat.completions.create(
+                model="m", messages=MESSAGES, stream=True
+            )
+        )
+    finally:
+        HTTPXClientInstrumentor().uninstrument()
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert streamed.attributes[sc.STREAM_END] == "completed"
+    others = [s for s in spans.get_finished_spans() if s not in (whole, streamed)]
+    # OpenTelemetry's HTTP span of each call, under its model span; none of llmtrace's own.
+    assert len(others) == 2
+    assert all(s.instrumentation_scope.name != "llmtrace" for s in others)
+    assert {s.parent.span_id for s in others} == {
+        whole.context.span_id,
+        streamed.context.span_id,
+    }
+
+
+def test_no_api_key_in_any_span_even_with_content_captured(
+    server, spans, instrumented, monkeypatch
+):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    options.reload()
+    client = _client(server)
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert "opentelemetry" in whole.attributes[sc.GEN_AI_INPUT_MESSAGES]
+    assert "Hello, world!" in whole.attributes[sc.GEN_AI_OUTPUT_MESSAGES]
+    assert "Hello, world!" in streamed.attributes[sc.GEN_AI_OUTPUT_MESSAGES]
+    assert server.requests[-1].headers["authorization"] == f"Bearer {API_KEY}"
+    for span in spans.get_finished_spans():
+        assert API_KEY not in repr(dict(span.attributes)) + span.name
+
+
+def test_uninstrument_restores_every_original():
+    import groq._base_client as base
+
+    originals = (base.SyncAPIClient.__dict__["request"], base.AsyncAPIClient.__dict__["request"])
+    assert registry.instrument(["groq"]) == ["groq"]
+    try:
+        assert base.SyncAPIClient.__dict__["request"] is not originals[0]
+        assert registry.instrument(["groq"]) == ["groq"]  # idempotent
+    finally:
+        registry.uninstrument()
+    assert (
+        base.SyncAPIClient.__dict__["request"],
+        base.AsyncAPIClient.__dict__["request"],
+    ) == originals
+
+
+INIT_APP = """
+import sys
+
+import llmtrace
+from llmtrace.instrumentation import registry
+
+llmtrace.init(service_name="groq-app", exporter="file", file_path=sys.argv[1])
+assert "groq" not in sys.modules, "imported before the application imported it"
+import groq
+
+assert "groq" in registry.instrumented(), registry.instrumented()
+client = groq.Groq(base_url=sys.argv[2], api_key="gsk-from-env", max_retries=0)
+for chunk in client.chat.completions.create(
+    model="llama-3.1-8b-instant", messages=[{"role": "user", "content": "hi"}], stream=True
+):
+    pass
+llmtrace.shutdown()
+print("ok")
+"""
+
+
+def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
+    from llmtrace.analysis.sources import load_traces
+
+    server.configure(first_token_delay=0.1)
+    traces_file = tmp_path / "traces.jsonl"
+    argv = [sys.executable, "-c", INIT_APP, str(traces_file), server.url]
+    result = run(argv, tmp_path, clean_environment())
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+    (trace_,) = load_traces(str(traces_file)).traces
+    root = trace_.root
+    assert root.name == "chat llama-3.1-8b-instant"
+    assert root.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert root.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.1
+    assert root.attributes[sc.SERVER_QUEUE_TIME] == wire.TIMINGS["queue_time"]
+    # The report's model keeps what it analyses; the provider name is in the exported span.
+    exported = [
+        attribute
+        for line in traces_file.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+        for attribute in span["attributes"]
+    ]
+    assert {"key": sc.GEN_AI_PROVIDER_NAME, "value": {"stringValue": "groq"}} in exported
+    assert "gsk-from-env" not in traces_file.read_text()
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+def _recorded(cassette: Path) -> list[tuple[str, int, dict[str, Any]]]:
+    interactions = yaml.safe_load(cassette.read_text())["interactions"]
+    return [(cassette.name, index, i) for index, i in enumerate(interactions)]
+
+
+RECORDED = [item for cassette in cassettes("groq") for item in _recorded(cassette)]
+
+
+def _body_text(response: dict[str, Any]) -> str:
+    raw = response["body"]["string"]
+    return gzip.decompress(raw).decode() if isinstance(raw, bytes) else raw
+
+
+def _expected(response: dict[str, Any]) -> dict[str, Any]:
+    """What the span must say, read from the recorded body (not through llmtrace's parsers)."""
+    text = _body_text(response)
+    items = [json.loads(text)] if text.lstrip().startswith("{") else sse_events(text)
+    expected: dict[str, Any] = {"id": items[0]["id"], "model": items[0]["model"]}
+    reasons = [c["finish_reason"] for i in items for c in i["choices"] if c.get("finish_reason")]
+    expected["finish"] = tuple(reasons)
+    usage = next(
+        u for i in items for u in (i.get("usage"), (i.get("x_groq") or {}).get("usage")) if u
+    )
+    expected["usage"] = usage
+    return expected
+
+
+def _send(request: dict[str, Any], url: str, asynchronous: bool) -> Any:
+    body = json.loads(request["body"])
+    if asynchronous:
+
+        async def send() -> Any:
+            client = groq.AsyncGroq(base_url=url, api_key=API_KEY, max_retries=0)
+            result = await client.chat.completions.create(**body)
+            if body.get("stream"):
+                return [chunk.model_dump() async for chunk in result]
+            return result.model_dump()
+
+        return asyncio.run(send())
+    result = groq.Groq(base_url=url, api_key=API_KEY, max_retries=0).chat.completions.create(**body)
+    return [chunk.model_dump() for chunk in result] if body.get("stream") else result.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "interaction"),
+    RECORDED,
+    ids=[f"{name.removesuffix('.yaml')}-{index}" for name, index, _ in RECORDED],
+)
+def test_recorded_exchange(name, index, interaction, server, spans):
+    assert len(RECORDED) == 14  # 6 + 6 + 1 + 1: every answer of every recording
+    headers_stripped = not interaction["response"].get("headers")
+    server.play_cassette(interaction, "text/event-stream" if headers_stripped else None)
+    asynchronous = name.startswith("async_")
+    plain = _send(interaction["request"], server.url, asynchronous)
+    registry.instrument(["groq", "httpx"])
+    try:
+        spans.clear()
+        traced = _send(interaction["request"], server.url, asynchronous)
+    finally:
+        registry.uninstrument()
+    assert traced == plain  # the caller gets exactly what it got uninstrumented
+    span = only_span(spans)
+    a = span.attributes
+    expected = _expected(interaction["response"])
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    assert a[sc.GEN_AI_RESPONSE_ID] == expected["id"]
+    assert a[sc.GEN_AI_RESPONSE_MODEL] == expected["model"]
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == expected["finish"]
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] == expected["usage"]["prompt_tokens"]
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == expected["usage"]["completion_tokens"]
+    _server_timings_recorded(a, expected["usage"])
+    assert span.status.status_code == StatusCode.OK
+    if isinstance(traced, list):
+        assert a[sc.CHUNK_COUNT] == len(traced)
+        assert a[sc.STREAM_END] == "completed"
