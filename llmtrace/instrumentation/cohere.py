@@ -41,6 +41,7 @@ import wrapt
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._safety import log_once
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
@@ -493,7 +494,10 @@ def _with_events(response: Any, events: Any) -> Any:
     one when the call was not traced: left as it is)."""
     # (A traced stream is a proxy: isinstance() sees the class it wraps too, so ask for ours.)
     if isinstance(events, TracedStream | TracedAsyncStream):
-        response._data = events  # the SDK's HttpResponse keeps what .data returns there
+        try:
+            response._data = events  # the SDK's HttpResponse keeps what .data returns there
+        except Exception:
+            log_once(logger, "Cohere raw stream tracing failed")
     return response
 
 
