@@ -283,7 +283,7 @@ def main() -> int:
         )
     from llmtrace.analysis import native
 
-    reader = "native reader (llmtrace_native)" if native.available() else "Python reader"
+    reader = "native reader (llmtrace._native)" if native.available() else "Python reader"
     rounds = [measure(path, spans) for _ in range(args.rounds)]
     for number, run in enumerate(rounds, start=1):
         print(

@@ -14,7 +14,7 @@ APPS = Path(__file__).resolve().parent / "apps"
 
 @pytest.fixture(params=["native", "python"])
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Trace files read by the native reader (``llmtrace_native``), then by the Python one."""
+    """Trace files read by the native reader (``llmtrace._native``), then by the Python one."""
     monkeypatch.setenv("LLMTRACE_NATIVE", "1" if request.param == "native" else "0")
     return str(request.param)
 
