@@ -10,7 +10,13 @@ Both sampled variants use the same SDK TracerProvider with a no-op exporter, so 
 compare the wrappers, not the export. Each figure is the best of several repeats (the least
 disturbed by other work on a shared machine).
 
-    python benchmarks/overhead_core.py [--calls 200000]
+Then the request breakdown at the source (``llmtrace.request_metrics``), on a RAG-like request
+of seven spans exported through a batch processor and the OTLP encoder: the processor's added
+CPU time per request and per span (over the CPU time the request's spans cost without it), where
+it goes (the breakdown, the histogram points), what recording unsampled traces costs, and the
+memory it holds with 10,000 requests in flight.
+
+    python benchmarks/overhead_core.py [--calls 200000] [--requests 3000] [--only-requests]
 """
 
 from __future__ import annotations
@@ -55,10 +61,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200_000)
     parser.add_argument("--ratio-zero-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--only-requests", action="store_true")
     args = parser.parse_args()
     if args.ratio_zero_child:
         bare, decorated = unsampled_ratio_zero(args.calls)
         print(f"{bare} {decorated}")
+        return
+    if args.only_requests:
+        request_breakdown(args.requests)
         return
 
     provider = TracerProvider()
@@ -109,6 +120,201 @@ def main() -> None:
     )
     ok = ratio <= 1.3 and added_parent < 1000 and added_zero < 1000
     print("targets met" if ok else "TARGETS MISSED")
+    print()
+    request_breakdown(args.requests)
+
+
+class EncodingExporter(SpanExporter):
+    """Encodes each batch as the OTLP exporter does before sending it, and drops the bytes."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        encode_spans(spans).SerializeToString()
+        return SpanExportResult.SUCCESS
+
+
+def _rag_request(tracer: trace.Tracer) -> None:
+    from llmtrace import semconv as sc
+
+    with tracer.start_as_current_span(
+        "POST /ask", kind=trace.SpanKind.SERVER, attributes={sc.HTTP_ROUTE: "/ask"}
+    ):
+        with tracer.start_as_current_span("embed", attributes={sc.STAGE: "embedding"}):
+            pass
+        with tracer.start_as_current_span("search", attributes={sc.STAGE: "retrieval"}):
+            pass
+        with tracer.start_as_current_span("rerank", attributes={sc.STAGE: "rerank"}):
+            pass
+        model_call = {
+            sc.STAGE: sc.LLM_STAGE,
+            sc.GEN_AI_OPERATION_NAME: "chat",
+            sc.GEN_AI_REQUEST_MODEL: "m",
+            sc.TIME_TO_FIRST_TOKEN: 1e-7,
+            sc.GEN_AI_USAGE_INPUT_TOKENS: 100,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: 20,
+        }
+        with (
+            tracer.start_as_current_span(
+                "chat m", kind=trace.SpanKind.CLIENT, attributes=model_call
+            ),
+            tracer.start_as_current_span("POST", kind=trace.SpanKind.CLIENT),
+        ):
+            pass
+        with tracer.start_as_current_span("format", attributes={sc.STAGE: "postprocess"}):
+            pass
+
+
+SPANS_PER_REQUEST = 7
+
+
+def _pipeline(breakdown: bool, sampler: object = None, record_unsampled: bool = False) -> tuple:
+    """A private tracer provider (spans batched to the encoding exporter) and, with ``breakdown``,
+    the request metrics processor recording into its own meter provider."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    from llmtrace.request_metrics import RecordUnsampled, RequestMetricsProcessor
+
+    chosen = sampler or ALWAYS_ON
+    provider = TracerProvider(sampler=RecordUnsampled(chosen) if record_unsampled else chosen)  # type: ignore[arg-type]
+    # a queue that never fills: every span is exported, none dropped for want of room
+    provider.add_span_processor(BatchSpanProcessor(EncodingExporter(), max_queue_size=1 << 22))
+    processor = None
+    if breakdown:
+        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        processor = RequestMetricsProcessor(meters)
+        provider.add_span_processor(processor)
+    return provider, processor
+
+
+def _cpu_per_request_us(provider: TracerProvider, requests: int) -> float:
+    """Process CPU time (every thread: the batch exporter's too) per request, in microseconds."""
+    import time
+
+    tracer = provider.get_tracer("bench")
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.process_time()
+        for _ in range(requests):
+            _rag_request(tracer)
+        provider.force_flush()
+        best = min(best, time.process_time() - started)
+    return best / requests * 1e6
+
+
+def request_breakdown(requests: int) -> None:
+    """Print the request breakdown processor's costs (see the module docstring)."""
+    import gc
+    import tracemalloc
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    from llmtrace.request_metrics import figures, to_analysis_span
+
+    spans_only, _ = _pipeline(False)
+    with_breakdown, processor = _pipeline(True)
+    # alternate, so that both see the same machine load; keep each one's best
+    base = min(_cpu_per_request_us(spans_only, requests // 3) for _ in range(3))
+    full = min(_cpu_per_request_us(with_breakdown, requests // 3) for _ in range(3))
+    base = min(base, _cpu_per_request_us(spans_only, requests // 3))
+    added = full - base
+
+    # where the added time goes: a child span's start and end, the breakdown, the points
+    captured = InMemorySpanExporter()
+    plain = TracerProvider()
+    plain.add_span_processor(SimpleSpanProcessor(captured))
+    _rag_request(plain.get_tracer("bench"))
+    finished = captured.get_finished_spans()
+    inferred: list = []
+    root = finished[-1]
+    children = [to_analysis_span(span, inferred) for span in finished[:-1]]
+    assert processor is not None
+    open_root = with_breakdown.get_tracer("bench").start_span("open root")
+    child = with_breakdown.get_tracer("bench").start_span(
+        "child", context=trace.set_span_in_context(open_root)
+    )
+    child.end()
+    calls = requests * 10
+    processor.max_spans = calls * REPEATS + 1  # every end is kept, as in a request
+
+    def start_and_end() -> None:
+        processor.on_start(child)  # type: ignore[arg-type]
+        processor.on_end(child)  # type: ignore[arg-type]
+
+    per_span_ns = per_call_ns(start_and_end, calls)
+    breakdown_us = (
+        min(
+            timeit.repeat(
+                lambda: figures(root, children, inferred), number=requests, repeat=REPEATS
+            )
+        )
+        / requests
+        * 1e6
+    )
+    request = figures(root, children, inferred)
+    record_us = (
+        min(timeit.repeat(lambda: processor._record(request), number=requests, repeat=REPEATS))
+        / requests
+        * 1e6
+    )
+
+    # sampling: 1% kept; the breakdown of every request needs every span recorded
+    ratio = ParentBased(TraceIdRatioBased(0.01))
+    sampled_only, _ = _pipeline(False, ratio)
+    every_request, _ = _pipeline(True, ratio, record_unsampled=True)
+    unsampled_base = min(_cpu_per_request_us(sampled_only, requests // 3) for _ in range(2))
+    unsampled_full = min(_cpu_per_request_us(every_request, requests // 3) for _ in range(2))
+
+    # memory: 10,000 requests in flight, each with its six children ended and held
+    in_flight = 10_000
+    gc.collect()
+    memory = {}
+    for held in (False, True):
+        # no exporter: without the processor the ended children are freed at once
+        provider = TracerProvider()
+        if held:
+            from llmtrace.request_metrics import RequestMetricsProcessor
+
+            provider.add_span_processor(RequestMetricsProcessor())
+        tracer = provider.get_tracer("bench")
+        tracemalloc.start()
+        roots = []
+        for _ in range(in_flight):
+            open_request = tracer.start_span("POST /ask")
+            context = trace.set_span_in_context(open_request)
+            for name in ("embed", "search", "rerank", "chat", "POST", "format"):
+                tracer.start_span(name, context=context).end()
+            roots.append(open_request)
+        memory[held], _peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del roots
+        gc.collect()
+    held_bytes = memory[True] - memory[False]
+
+    per_span = added / SPANS_PER_REQUEST
+    print(
+        f"request breakdown at the source, a request of {SPANS_PER_REQUEST} spans (OTLP-encoded, batched):"
+    )
+    print(f"  CPU per request, spans only                 {base:10.1f} us")
+    print(f"  CPU per request, with the breakdown         {full:10.1f} us")
+    print(
+        f"  added per request                           {added:10.1f} us  ({added / base:.0%} of the spans' cost; target < 10%)"
+    )
+    print(f"  added per span (averaged over the request)  {per_span:10.1f} us")
+    print(f"  of which: a child span's start and end      {per_span_ns / 1000:10.2f} us")
+    print(f"            the breakdown at the root's end   {breakdown_us:10.1f} us")
+    print(
+        f"            the {1 + len(request.stages) + 3} histogram points      {record_us:10.1f} us"
+    )
+    print("sampling 1%, CPU per request:")
+    print(f"  unsampled traces dropped (counted only if sampled)  {unsampled_base:8.1f} us")
+    print(f"  unsampled traces recorded for the breakdown         {unsampled_full:8.1f} us")
+    print(f"memory held with {in_flight} requests in flight (6 ended spans each):")
+    print(f"  {held_bytes / 1e6:.1f} MB, {held_bytes / in_flight / 1000:.1f} kB per request")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -378,7 +379,7 @@ def _own_provider(resource: Resource, sampler: Sampler) -> None:
     if _owned_meter_provider is not None:
         sdk_config = getattr(_owned_meter_provider, "_sdk_config", None)
         if sdk_config is not None:
-            _replace_resource_attributes(sdk_config.resource, resource)
+            _replace_resource_attributes(sdk_config.resource, _with_instance_id(resource))
 
 
 def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
@@ -428,6 +429,22 @@ def request_metrics_processor() -> RequestMetricsProcessor | None:
     return _request_metrics
 
 
+# One per process, for the lifetime of the process (see _with_instance_id).
+_INSTANCE_ID = str(uuid.uuid4())
+
+
+def _with_instance_id(resource: Resource) -> Resource:
+    """The metrics resource with a ``service.instance.id`` (unless the application gave one).
+
+    Replicas of a service export cumulative series under the same ``service.name``; a metrics
+    backend tells them apart by the instance (Prometheus's OTLP receiver makes it the
+    ``instance`` label). Without it, two processes would write one series and corrupt it.
+    """
+    if "service.instance.id" in resource.attributes:
+        return resource
+    return resource.merge(Resource({"service.instance.id": _INSTANCE_ID}))
+
+
 def _install_metrics(
     s: Settings, resource: Resource, request_options: RequestMetricsOptions | None = None
 ) -> None:
@@ -463,7 +480,7 @@ def _install_metrics(
 
     # Shut down by llmtrace's bounded exit, not by the SDK's own unbounded exit handler.
     _owned_meter_provider = MeterProvider(
-        resource=resource,
+        resource=_with_instance_id(resource),
         metric_readers=[PeriodicExportingMetricReader(exporter)],
         shutdown_on_exit=False,
         views=views(request_options.histogram) if request_options is not None else [],

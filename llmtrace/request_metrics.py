@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
@@ -62,7 +63,7 @@ from llmtrace import semconv as sc
 from llmtrace._safety import log_once
 from llmtrace.analysis import conventions
 from llmtrace.analysis.breakdown import ModelPhases, critical_path, first_token_time
-from llmtrace.analysis.model import NANOS, Span, Trace
+from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace
 from llmtrace.analysis.otlp import KEPT_ATTRIBUTES, TABLE_ATTRIBUTES, link_children, yield_to_wire
 from llmtrace.errors import ConfigError
 from llmtrace.options import _parse_bool, _parse_float
@@ -237,14 +238,17 @@ class RecordUnsampled(Sampler):
 
 
 class _Pending:
-    """One local trace in flight: its open local roots and the spans ended so far."""
+    """One local trace in flight: its open local roots, and the spans ended so far in the analysis
+    model (converted as they end: a fraction of the SDK span's memory, and the SDK span is freed
+    once exported); ``inferred``: those the conventions table made model calls."""
 
-    __slots__ = ("dropped", "roots", "spans", "started")
+    __slots__ = ("dropped", "inferred", "roots", "spans", "started")
 
     def __init__(self, started: float) -> None:
         self.started = started
         self.roots: set[int] = set()
-        self.spans: list[ReadableSpan] = []
+        self.spans: list[Span] = []
+        self.inferred: list[Span] = []
         self.dropped = 0
 
 
@@ -267,12 +271,21 @@ def _plain(value: Any) -> Any:
     return list(value) if value.__class__ is tuple else value
 
 
+def _attribute_items(span: ReadableSpan) -> Any:
+    # The SDK's public view wraps a locked mapping in a proxy; reading the dict under it costs a
+    # fraction, and the span has ended: nothing writes to it any more.
+    held = getattr(span, "_attributes", None)
+    if isinstance(held, BoundedAttributes):
+        return held._dict.items()
+    return (span.attributes or {}).items()
+
+
 def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
     """The analysis model of one finished SDK span, read as ``analysis.otlp`` reads its OTLP JSON:
     the attributes the analysis keeps, and a foreign span's through the conventions table."""
     attributes: dict[str, Any] = {}
     foreign: dict[str, Any] = {}
-    for key, value in (span.attributes or {}).items():
+    for key, value in _attribute_items(span):
         if key in KEPT_ATTRIBUTES:
             value = _plain(value)
             if key == _STAGE and (value.__class__ is list or value.__class__ is dict):
@@ -311,17 +324,18 @@ def _model(span: ReadableSpan, attributes: dict[str, Any], start: int, end: int)
     )
 
 
-def local_trace(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> Trace:
-    """``root`` and the spans under it among ``spans``, as the report's trace model."""
-    inferred: list[Span] = []
+def local_trace(root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()) -> Trace:
+    """``root`` and the spans under it among ``spans`` (already converted by
+    ``to_analysis_span``; ``inferred``: those it made model calls), as the report's trace model."""
+    calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
     by_id: dict[str, Span] = {}
     for span in spans:
-        model = to_analysis_span(span, inferred)
-        by_id[model.span_id] = model
-    root_model = to_analysis_span(root, inferred)
+        span.children = NO_CHILDREN  # linked afresh: another local root may have linked them
+        by_id[span.span_id] = span
+    root_model = to_analysis_span(root, calls)
     by_id[root_model.span_id] = root_model
     link_children(by_id)
-    yield_to_wire(inferred)
+    yield_to_wire(calls)
     trace_id = format(root.context.trace_id, "032x") if root.context is not None else ""
     return Trace(trace_id, root_model, orphan=root_model.parent_id is not None)
 
@@ -332,9 +346,12 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def figures(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> RequestFigures:
-    """The breakdown and facts of one local request (``spans``: the others of its trace)."""
-    trace = local_trace(root, spans)
+def figures(
+    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()
+) -> RequestFigures:
+    """The breakdown and facts of one local request (``spans``: the others of its trace, as
+    ``local_trace`` takes them)."""
+    trace = local_trace(root, spans, inferred)
     phases: dict[int, ModelPhases] = {}
     stages: dict[str, float] = {}
     # as the report sums them (analysis.collect): segment by segment, in seconds
@@ -481,25 +498,28 @@ class RequestMetricsProcessor(SpanProcessor):
         pending = self._pending.get(context.trace_id)
         if pending is None:
             return
-        if context.span_id not in pending.roots:
-            if len(pending.spans) < self.max_spans:
-                pending.spans.append(span)
-            else:
-                pending.dropped += 1
-                self.spans_dropped += 1
-                self._spans_dropped.add(1)
-            return
-        with self._lock:
-            pending.roots.discard(context.span_id)
-            spans = list(pending.spans)
-            if pending.roots:
-                # another local root of this trace is still open: keep this one's spans, the
-                # report would join them under it too
-                pending.spans.append(span)
-            else:
-                self._pending.pop(context.trace_id, None)
         try:
-            self._record(figures(span, spans))
+            if context.span_id not in pending.roots:
+                if len(pending.spans) < self.max_spans:
+                    pending.spans.append(to_analysis_span(span, pending.inferred))
+                else:
+                    pending.dropped += 1
+                return
+            with self._lock:
+                pending.roots.discard(context.span_id)
+                spans = list(pending.spans)
+                inferred = list(pending.inferred)
+                dropped, pending.dropped = pending.dropped, 0
+                if pending.roots:
+                    # another local root of this trace is still open: keep this one's spans,
+                    # the report would join them under it too
+                    pending.spans.append(to_analysis_span(span, pending.inferred))
+                else:
+                    self._pending.pop(context.trace_id, None)
+            if dropped:
+                self.spans_dropped += dropped
+                self._spans_dropped.add(dropped)
+            self._record(figures(span, spans, inferred))
         except Exception:
             log_once(logger, "request breakdown failed")
 
