@@ -21,6 +21,7 @@ EXAMPLES = (
     "llmtrace report .llmtrace/traces.jsonl --lookback 2h --html report.html",
     "llmtrace report --jaeger http://localhost:16686 --service support-bot --limit 500",
     "llmtrace report --filter user.id=u-42 --group-by session.id",
+    "llmtrace report --prometheus http://localhost:9090 --service support-bot --lookback 1h",
 )
 
 
@@ -156,6 +157,40 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", metavar="NAME", help="only the traces of this benchmark run")
 
 
+def add_prometheus_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--prometheus URL`` and the filters only the request metrics carry."""
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the request metrics every replica exported (llmtrace.request_metrics) from "
+        "this Prometheus (http://localhost:9090) instead of traces; window: --lookback (default "
+        "1h) or --since/--until",
+    )
+    parser.add_argument("--route", help="with --prometheus: only requests of this route or root")
+    parser.add_argument("--model", help="with --prometheus: only requests whose main model is this")
+
+
+def prometheus_report(args: argparse.Namespace) -> tuple[Report, dict[str, object]]:
+    """The report from ``--prometheus``, and where its figures came from."""
+    from llmtrace.analysis.prometheus import Filters, Window, report_from_prometheus
+
+    until = args.until or datetime.now(UTC)
+    default = args.lookback or timedelta(hours=1)
+    length = until - args.since if args.since is not None else default
+    if length.total_seconds() <= 0:
+        raise CommandError("the window is empty: --since must be before --until")
+    report, origin = report_from_prometheus(
+        args.prometheus,
+        filters=Filters(args.service, args.route, args.model),
+        window=Window(until, length),
+    )
+    if report.traces == 0:
+        raise CommandError(
+            f"no requests in {args.prometheus} in that window{' matching the filters' if _has_filters(args) else ''}"
+        )
+    return report, origin
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "source",
@@ -194,6 +229,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also one stage table per value of the root span's attribute KEY (session.id, "
         "user.id, gen_ai.conversation.id): the 20 largest groups, the rest counted",
     )
+    add_prometheus_arguments(parser)
 
 
 def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
@@ -249,21 +285,45 @@ def report_from_source(source: str, args: argparse.Namespace) -> Report:
 def _has_filters(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name, None)
-        for name in ("service", "lookback", "since", "until", "trace_id", "run", "filter")
+        for name in (
+            "service",
+            "lookback",
+            "since",
+            "until",
+            "trace_id",
+            "run",
+            "filter",
+            "route",
+            "model",
+        )
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.source and args.jaeger:
-        raise CommandError("give either SOURCE or --jaeger URL, not both")
-    source = args.source or args.jaeger or default_source()
-    report = report_from_source(source, args)
+    if sum(bool(x) for x in (args.source, args.jaeger, args.prometheus)) > 1:
+        raise CommandError("give one of SOURCE, --jaeger URL or --prometheus URL")
+    origin = None
+    if args.prometheus:
+        report, origin = prometheus_report(args)
+        print(
+            f"llmtrace report: figures from Prometheus {args.prometheus}, "
+            f"{origin['window_seconds']:g} s to {origin['until']}: each percentile is exact to "
+            "within the histogram bucket it falls in (figures_from.resolution in the JSON)",
+            file=sys.stderr,
+        )
+    else:
+        source = args.source or args.jaeger or default_source()
+        report = report_from_source(source, args)
     for warning in report.warnings:
         print(f"llmtrace report: warning: {warning}", file=sys.stderr)
     if args.format == "json":
         from llmtrace.render.json import report_json
 
         text = report_json(report)
+        if origin is not None:
+            import json
+
+            text = json.dumps({**json.loads(text), "figures_from": origin}, indent=2)
         if args.output:
             Path(args.output).write_text(text + "\n", encoding="utf-8")
         else:
