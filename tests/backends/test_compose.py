@@ -29,6 +29,11 @@ from tests.backends.fixtures import (
 COMPOSE_FILE = REPO / "docker-compose.yml"
 PERSISTENT_OVERRIDE = REPO / "docker-compose.persistent.yml"
 BUILDER_MANIFEST = CONFIG_DIR / "builder-config.yaml"
+COLLECTOR_CONFIGS = (
+    COLLECTOR_CONFIG,
+    CONFIG_DIR / "otel-gateway.yaml",
+    CONFIG_DIR / "otel-sampler.yaml",
+)
 JAEGER_MODULE = REPO / "backends" / "jaeger" / "go.mod"
 COMPOSE_SCHEMA = ("--builtin-schema", "vendor.compose-spec")
 
@@ -218,13 +223,23 @@ def test_native_collector_build_has_exactly_the_components_the_config_uses() -> 
         for kind in ("extensions", "receivers", "processors", "exporters", "connectors")
         for entry in manifest[kind]
     }
-    assert built == _components_in_use(_load(COLLECTOR_CONFIG))
+    # one binary runs the single collector and both tiers of the scalable layout
+    in_use = set().union(*(_component_set(config) for config in COLLECTOR_CONFIGS))
+    assert built == in_use
+
+
+def _component_set(config: Path) -> set[tuple[str, str]]:
+    return _components_in_use(_load(config))
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("binary", "config"),
-    [("otelcol", COLLECTOR_CONFIG), ("jaeger", JAEGER_CONFIG), ("jaeger", JAEGER_BADGER_CONFIG)],
+    [
+        *(("otelcol", config) for config in COLLECTOR_CONFIGS),
+        ("jaeger", JAEGER_CONFIG),
+        ("jaeger", JAEGER_BADGER_CONFIG),
+    ],
     ids=lambda value: value.name if isinstance(value, Path) else value,
 )
 def test_config_is_valid_with_the_compose_defaults(
