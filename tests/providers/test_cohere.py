@@ -391,6 +391,27 @@ def test_v1_embed_of_many_texts_is_one_span_per_request_in_the_callers_trace(ser
     assert len(spans.get_finished_spans()) == 3  # no HTTP span beside them
 
 
+@pytest.mark.usefixtures("instrumented")
+def test_client_v2_property_and_the_genai_metrics(server, spans, metric_reader):
+    from tests.instrumentation.test_metrics import histograms, points_for
+
+    _v1(server).v2.chat(model="metrics-cohere", messages=MESSAGES)
+    list(_v2(server).chat_stream(model="metrics-cohere-stream", messages=MESSAGES))
+    found = histograms(metric_reader)
+    (duration,) = points_for(found, "gen_ai.client.operation.duration", "metrics-cohere")
+    assert duration.count == 1
+    assert duration.attributes["gen_ai.provider.name"] == "cohere"
+    tokens = points_for(found, "gen_ai.client.token.usage", "metrics-cohere")
+    assert sorted((p.attributes["gen_ai.token.type"], p.sum) for p in tokens) == [
+        ("input", 10 + cohere_server.TEMPLATE_TOKENS),
+        ("output", 5),
+    ]
+    (first_chunk,) = points_for(
+        found, "gen_ai.client.operation.time_to_first_chunk", "metrics-cohere-stream"
+    )
+    assert first_chunk.count == 1
+
+
 # --- clients made before instrumentation ---------------------------------------------------
 
 

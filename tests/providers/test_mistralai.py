@@ -296,6 +296,21 @@ def test_fim_completion_whole_and_streamed(server, spans):
     assert streamed.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
 
 
+@pytest.mark.usefixtures("instrumented")
+def test_structured_output_parse_is_the_one_completion_span(server, spans):
+    import pydantic
+
+    class Greeting(pydantic.BaseModel):
+        text: str
+
+    server.configure(tokens=['{"text": ', '"hi"}'])
+    parsed = _client(server).chat.parse(Greeting, model="m", messages=MESSAGES)
+    assert parsed.choices[0].message.parsed.text == "hi"
+    span = only_model_span(spans)
+    assert span.name == "chat m"
+    assert span.attributes[semconv.GEN_AI_RESPONSE_ID] == parsed.id
+
+
 @pytest.mark.parametrize(
     ("status", "error_class"), [(401, errors.SDKError), (422, errors.HTTPValidationError)]
 )
