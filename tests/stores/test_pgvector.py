@@ -124,6 +124,21 @@ def test_a_client_side_cursor_and_a_composed_query(spans, connection) -> None:
     assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
 
 
+def test_a_query_given_as_bytes(spans, connection) -> None:
+    rows = connection.execute(SEARCH.encode(), (QUERY, 2)).fetchall()
+
+    span = only(spans.get_finished_spans(), f"retrieval {TABLE}")
+    assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
+
+
+def test_composed_and_bytes_statements_without_a_distance_make_no_span(spans, connection) -> None:
+    composed = sql.SQL("SELECT id FROM {} WHERE id < %s ORDER BY id").format(sql.Identifier(TABLE))
+    assert len(connection.execute(composed, (3,)).fetchall()) == 2
+    assert len(connection.execute(f"SELECT id FROM {TABLE}".encode()).fetchall()) == 3
+
+    assert spans.get_finished_spans() == ()
+
+
 def test_a_raw_cursor_with_numbered_placeholders(spans, connection) -> None:
     with psycopg.RawCursor(connection) as cursor:
         cursor.execute(
