@@ -480,6 +480,47 @@ def _status_code(exc: BaseException) -> int | None:
     return code if _is_count(code) else None
 
 
+def _note_status(exc: BaseException) -> None:
+    """An API error's HTTP status on the model call in flight (google-genai's ``APIError`` has it
+    as ``code``, where the shared error recording looks for ``status_code``)."""
+    call = current_model_call()
+    status = _status_code(exc)
+    if call is not None and status is not None:
+        call.add_attributes({semconv.HTTP_RESPONSE_STATUS_CODE: status})
+
+
+def _noting_status(wrapper: Any) -> Any:
+    """A model-call wrapper whose send notes the HTTP status of an API error it raises."""
+
+    def noting_status(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        def send(*send_args: Any, **send_kwargs: Any) -> Any:
+            try:
+                return wrapped(*send_args, **send_kwargs)
+            except Exception as exc:
+                _note_status(exc)
+                raise
+
+        return wrapper(send, instance, args, kwargs)
+
+    return noting_status
+
+
+def _anoting_status(wrapper: Any) -> Any:
+    """:func:`_noting_status` for a coroutine method."""
+
+    async def noting_status(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        async def send(*send_args: Any, **send_kwargs: Any) -> Any:
+            try:
+                return await wrapped(*send_args, **send_kwargs)
+            except Exception as exc:
+                _note_status(exc)
+                raise
+
+        return await wrapper(send, instance, args, kwargs)
+
+    return noting_status
+
+
 def _sent_in_flight(chunks: Iterator[Any], call: ModelCall) -> Iterator[Any]:
     """The chunks of a sync stream, whose request is sent when the first one is asked for: that
     step runs with the model call in flight (the HTTP hooks record its time to headers), and
@@ -490,9 +531,7 @@ def _sent_in_flight(chunks: Iterator[Any], call: ModelCall) -> Iterator[Any]:
     except StopIteration:
         return
     except Exception as exc:
-        status = _status_code(exc)
-        if status is not None:
-            call.add_attributes({semconv.HTTP_RESPONSE_STATUS_CODE: status})
+        _note_status(exc)
         raise
     finally:
         leave_model_call(in_flight)
@@ -749,12 +788,12 @@ class GoogleGenAIInstrumentor(LibraryInstrumentor):
         _, agenerate_stream = make_request_wrappers(plan_generate_content_stream, _TYPES)
         embed, aembed = make_request_wrappers(plan_embed_content, _TYPES)
         module = "google.genai.models"
-        yield module, "Models._generate_content", generate
+        yield module, "Models._generate_content", _noting_status(generate)
         yield module, "Models._generate_content_stream", _generate_content_stream
-        yield module, f"Models.{_embed_method(models.Models)}", embed
-        yield module, "AsyncModels._generate_content", agenerate
-        yield module, "AsyncModels._generate_content_stream", agenerate_stream
-        yield module, f"AsyncModels.{_embed_method(models.AsyncModels)}", aembed
+        yield module, f"Models.{_embed_method(models.Models)}", _noting_status(embed)
+        yield module, "AsyncModels._generate_content", _anoting_status(agenerate)
+        yield module, "AsyncModels._generate_content_stream", _anoting_status(agenerate_stream)
+        yield module, f"AsyncModels.{_embed_method(models.AsyncModels)}", _anoting_status(aembed)
         yield (
             "google.genai._api_client",
             "BaseApiClient._async_request_once",

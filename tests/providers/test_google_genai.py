@@ -342,7 +342,7 @@ def test_errors_pass_unchanged_with_error_type(server, spans, instrumented):
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes[semconv.ERROR_TYPE] == "ClientError"
         assert span.events[0].attributes["exception.message"] == str(exc)
-    assert streamed.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 429
+        assert span.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 429
     assert streamed.attributes[semconv.STREAM_END] == "error"
 
 
@@ -360,6 +360,7 @@ async def test_async_errors_pass_unchanged(server, spans):
     for span in spans_:
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes[semconv.ERROR_TYPE] == "ServerError"
+        assert span.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == 503
 
 
 # --- every way a stream ends ---------------------------------------------------------------------
