@@ -5,7 +5,8 @@ Each request: a workflow root, an embedding (5 ms), a retrieval (RETRIEVAL_MS), 
 with its first token 20 ms in and 30 ms of generation, and 5 ms of post-processing. Every
 ERROR_EVERY-th request fails in the model call. The endpoint, service name, file path and the
 request metrics options come from the environment (OTEL_*, LLMTRACE_*); APP_TRACE_FILE, when
-set, also writes every span to that file (a complete copy, whatever a collector samples).
+set, also writes every span to that file (a complete copy, whatever a collector samples);
+APP_ROUTE names the workflow (the request's name in the metrics; default ask).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def tidy() -> None:
     time.sleep(0.005)
 
 
-@llmtrace.workflow(name="ask")
+@llmtrace.workflow(name=os.environ.get("APP_ROUTE", "ask"))
 def ask(retrieval_ms: float, fail: bool) -> None:
     embed()
     retrieve(retrieval_ms)
