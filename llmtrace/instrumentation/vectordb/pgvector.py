@@ -5,10 +5,10 @@ pgvector is a PostgreSQL extension, so its searches are plain SQL sent through t
 ``AsyncCursor.execute`` are patched (``Connection.execute``, SQLAlchemy's psycopg dialect and
 psycopg_pool all execute through them), and server-side (named) cursors too.
 
-Every other statement is left alone, at the cost of one regular-expression scan of the query
-string for a distance operator (``<->`` L2, ``<=>`` cosine, ``<#>`` inner product, ``<+>`` L1,
-``<~>`` Hamming, ``<%>`` Jaccard) before anything else is done; nothing is parsed, and the tracing
-gate is not asked, unless one is there. A query counts as a vector search when its ``ORDER BY``
+Every other statement is left alone, at the cost of a substring test for ``<`` and, where there
+is one, a regular-expression scan for a distance operator (``<->`` L2, ``<=>`` cosine, ``<#>``
+inner product, ``<+>`` L1, ``<~>`` Hamming, ``<%>`` Jaccard) before anything else is done; nothing
+is parsed, and the tracing gate is not asked, unless one is there. A query counts as a vector search when its ``ORDER BY``
 sorts on such an operator, directly or through a select-list alias
 (``embedding <=> %s AS distance ... ORDER BY distance``).
 
@@ -48,7 +48,7 @@ SYSTEM = "postgresql"
 OPERATION = "SELECT"
 _REPLACED = "_llmtrace_replaced"
 
-# The one test every statement pays: a distance operator anywhere in the text.
+# The test every statement with a "<" pays: a distance operator anywhere in the text.
 # (``<%%>`` is ``<%>`` escaped in a psycopg query with parameters.)
 _DISTANCE_OPERATOR = re.compile(r"<(?:[-=#+~%]|%%)>")
 _STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
