@@ -629,6 +629,10 @@ def test_the_span_carries_no_credential(server, spans, instrumented):
 # --- timing -----------------------------------------------------------------------------------
 
 DELAY = 0.15
+# The median of this many calls is held to 5 ms: one call can be late by several milliseconds
+# when the server's thread holds the interpreter lock as the first token is read (seen under a
+# load average of 10 on 2 cores); the median of 5 was above the bound once in 8 runs.
+TIMED_CALLS = 9
 
 
 @pytest.mark.parametrize("operation", ["chat", "generate"])
@@ -637,13 +641,13 @@ def test_ttft_follows_the_injected_first_token_delay_sync(server, spans, instrum
     client = _client(server)
     client.chat(model="warm", messages=MESSAGES)  # a pooled connection for the timed calls
     spans.clear()
-    for _ in range(5):
+    for _ in range(TIMED_CALLS):
         if operation == "chat":
             list(client.chat(model="m", messages=MESSAGES, stream=True))
         else:
             list(client.generate(model="m", prompt="x", stream=True))
     path = f"/api/{operation}"
-    requests = [r for r in server.requests if r.path == path][-5:]
+    requests = [r for r in server.requests if r.path == path][-TIMED_CALLS:]
     models = model_spans(spans)
     assert_ttft(models, requests, DELAY)
     for span in models:
@@ -658,7 +662,7 @@ def test_ttft_follows_the_injected_first_token_delay_async(server, spans, instru
         client = ollama.AsyncClient(host=server.url)
         await client.chat(model="warm", messages=MESSAGES)
         spans.clear()
-        for _ in range(5):
+        for _ in range(TIMED_CALLS):
             if operation == "chat":
                 stream = await client.chat(model="m", messages=MESSAGES, stream=True)
             else:
@@ -668,7 +672,7 @@ def test_ttft_follows_the_injected_first_token_delay_async(server, spans, instru
 
     asyncio.run(main())
     path = f"/api/{operation}"
-    requests = [r for r in server.requests if r.path == path][-5:]
+    requests = [r for r in server.requests if r.path == path][-TIMED_CALLS:]
     assert_ttft(model_spans(spans), requests, DELAY)
 
 
