@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from llmtrace.commands.report import (
     add_html_argument,
     add_jaeger_argument,
+    add_prometheus_arguments,
     add_source_arguments,
     report_from_source,
     report_from_traces,
@@ -27,6 +28,8 @@ EXAMPLES = (
     "llmtrace compare --jaeger http://localhost:16686 --service support-bot before after",
     "llmtrace compare before.json after.json --fail-if-slower end_to_end:p95:10% "
     "--fail-if-slower ttft:p50:50ms",
+    "llmtrace compare --prometheus http://localhost:9090 --service support-bot "
+    "--baseline-window 1h@1d --window 1h",
 )
 
 _SIDE_HELP = (
@@ -36,8 +39,8 @@ _SIDE_HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("baseline", help=_SIDE_HELP)
-    parser.add_argument("candidate", help=_SIDE_HELP)
+    parser.add_argument("baseline", nargs="?", help=_SIDE_HELP)
+    parser.add_argument("candidate", nargs="?", help=_SIDE_HELP)
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default table)"
     )
@@ -64,6 +67,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "statistic (by default 'not enough data' never fails)",
     )
     add_source_arguments(parser)
+    add_prometheus_arguments(parser)
+    for flag, side in (("--baseline-window", "the baseline"), ("--window", "the candidate")):
+        parser.add_argument(
+            flag,
+            type=_window_argument,
+            metavar="DURATION[@TIME]",
+            help=f"with --prometheus: {side}'s window, DURATION long and ending at TIME (an "
+            "ISO 8601 time or a time ago like 1d; default now), e.g. 1h@1d",
+        )
+
+
+def _window_argument(text: str) -> tuple[object, object]:
+    """``DURATION[@TIME]``: the window's length and its end (None: now)."""
+    from llmtrace.commands.report import duration_argument, time_argument
+
+    length, _, end = text.partition("@")
+    return duration_argument(length.strip()), time_argument(end) if end.strip() else None
+
+
+def _prometheus_reports(args: argparse.Namespace) -> tuple[Report, Report]:
+    """Both sides from ``--prometheus``: the same filters, two windows."""
+    from datetime import UTC, datetime
+
+    from llmtrace.commands.report import prometheus_report
+
+    if args.baseline or args.candidate:
+        raise CommandError("with --prometheus, give --baseline-window and --window, not sources")
+    if args.baseline_window is None or args.window is None:
+        raise CommandError("with --prometheus, give both --baseline-window and --window")
+    reports = []
+    for length, end in (args.baseline_window, args.window):
+        args.lookback, args.since, args.until = length, None, end or datetime.now(UTC)
+        reports.append(prometheus_report(args)[0])
+    return reports[0], reports[1]
 
 
 def _limit_argument(text: str) -> SlowerLimit:
@@ -83,6 +120,10 @@ def _is_run_name(side: str, args: argparse.Namespace) -> bool:
 
 
 def _reports(args: argparse.Namespace) -> tuple[Report, Report]:
+    if args.prometheus:
+        return _prometheus_reports(args)
+    if not args.baseline or not args.candidate:
+        raise CommandError("give BASELINE and CANDIDATE (or --prometheus URL with two windows)")
     sides = (args.baseline, args.candidate)
     run_names = [side for side in sides if _is_run_name(side, args)]
     if run_names and args.run:

@@ -282,3 +282,36 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     assert fast["traces"] == 2 * REQUESTS
     assert slow["stages"]["retrieval"]["p50"] >= 0.15 > 0.1 > fast["stages"]["retrieval"]["p50"]
     assert route["stages"]["retrieval"] == slow["stages"]["retrieval"]
+
+    # compare two windows of the same metrics: the slow service against the fast one's figures
+    # is not possible in one window, so the same window twice: no change, figures equal
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "llmtrace", "compare", "--format", "json"),
+            *("--prometheus", fleet.prometheus_url, "--service", "rag-slow"),
+            *("--baseline-window", "10m", "--window", "10m@now"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    comparison = json.loads(done.stdout)
+    assert comparison["baseline"]["traces"] == comparison["candidate"]["traces"] == REQUESTS
+    retrieval = comparison["series"]["retrieval"]["p50"]
+    assert retrieval["baseline"] == retrieval["candidate"] == slow["stages"]["retrieval"]["p50"]
+    # an earlier window, before any request: said in one line, not a traceback
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "llmtrace", "compare"),
+            *("--prometheus", fleet.prometheus_url),
+            *("--baseline-window", "1m@30m", "--window", "10m"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "no requests" in done.stderr
