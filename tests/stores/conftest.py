@@ -45,15 +45,18 @@ def _binaries() -> Path:
     """pgserver's PostgreSQL binaries, found without importing pgserver (its import takes an
     inter-process lock file and warns about XDG_RUNTIME_DIR), or those in the directory
     ``LLMTRACE_TEST_POSTGRES_BIN`` names (another PostgreSQL with pgvector installed)."""
-    if os.environ.get("LLMTRACE_TEST_POSTGRES_BIN"):
-        return Path(os.environ["LLMTRACE_TEST_POSTGRES_BIN"])
-    spec = importlib.util.find_spec("pgserver")
-    locations = spec.submodule_search_locations if spec is not None else None
-    binaries = Path(locations[0]) / "pginstall" / "bin" if locations else None
-    if binaries is None or not (binaries / "postgres").exists():
+    chosen = os.environ.get("LLMTRACE_TEST_POSTGRES_BIN")
+    if chosen:
+        binaries, origin = Path(chosen), f"LLMTRACE_TEST_POSTGRES_BIN={chosen}"
+    else:
+        spec = importlib.util.find_spec("pgserver")
+        locations = spec.submodule_search_locations if spec is not None else None
+        binaries = Path(locations[0]) / "pginstall" / "bin" if locations else Path("/nonexistent")
+        origin = "the PyPI wheel pgserver (install the development dependencies: pip install -e '.[dev]')"
+    if not all((binaries / name).exists() for name in ("initdb", "postgres")):
         pytest.fail(
-            "the pgvector tests need PostgreSQL from the PyPI wheel pgserver (not found); "
-            "install the development dependencies: pip install -e '.[dev]'",
+            f"the pgvector tests need PostgreSQL's initdb and postgres, from {origin}; "
+            f"not found in {binaries}",
             pytrace=False,
         )
     return binaries
