@@ -151,16 +151,17 @@ def _endpoint_attributes(models: Any, options: _Options | None) -> dict[str, Any
             base_url = _option(http_options, "base_url", "baseUrl")
     if not base_url:
         base_url = getattr(getattr(api_client, "_http_options", None), "base_url", None)
-    return dict(_endpoint(bool(getattr(api_client, "vertexai", False)), base_url))
+    vertex_ai = bool(getattr(api_client, "vertexai", False))
+    return dict(_endpoint(vertex_ai, base_url if isinstance(base_url, str) else None))
 
 
 @functools.lru_cache(maxsize=64)
-def _endpoint(vertex_ai: bool, base_url: Any) -> dict[str, Any]:
+def _endpoint(vertex_ai: bool, base_url: str | None) -> dict[str, Any]:
     # The same few (mode, base URL) pairs on every call of an application: computed once.
     attributes: dict[str, Any] = {
         semconv.GEN_AI_PROVIDER_NAME: PROVIDER_VERTEX_AI if vertex_ai else PROVIDER_GEMINI,
     }
-    if isinstance(base_url, str) and base_url:
+    if base_url:
         host, port = _server(base_url)
         attributes[semconv.SERVER_ADDRESS] = host
         attributes[semconv.SERVER_PORT] = port
