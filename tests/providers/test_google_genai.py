@@ -139,6 +139,25 @@ def test_generate_content_is_one_span_with_usage_and_response(server, spans):
     _no_secret_in(spans, API_KEY)
 
 
+def test_calls_record_the_genai_client_metrics(server, spans, metric_reader):
+    from tests.instrumentation.test_metrics import histograms, points_for
+
+    server.configure(first_token_delay=0.03, tokens=["a", "b", "c"])
+    client = _client(server)
+    client.models.generate_content(model="metrics-gemini", contents="x")
+    list(client.models.generate_content_stream(model="metrics-gemini-stream", contents="x"))
+    found = histograms(metric_reader)
+    (duration,) = points_for(found, "gen_ai.client.operation.duration", "metrics-gemini")
+    assert duration.attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert duration.attributes["gen_ai.operation.name"] == "generate_content"
+    tokens = points_for(found, "gen_ai.client.token.usage", "metrics-gemini")
+    assert sorted(p.attributes["gen_ai.token.type"] for p in tokens) == ["input", "output"]
+    (first_chunk,) = points_for(
+        found, "gen_ai.client.operation.time_to_first_chunk", "metrics-gemini-stream"
+    )
+    assert first_chunk.count == 1 and first_chunk.sum >= 0.03
+
+
 def test_a_config_dict_is_read_in_either_spelling(server, spans):
     client = _client(server)  # held: a dropped Client closes its HTTP client
     client.models.generate_content(
