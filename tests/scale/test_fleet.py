@@ -283,6 +283,17 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     assert slow["stages"]["retrieval"]["p50"] >= 0.15 > 0.1 > fast["stages"]["retrieval"]["p50"]
     assert route["stages"]["retrieval"] == slow["stages"]["retrieval"]
 
+    # the table, as a person reads it
+    table = subprocess.run(
+        [sys.executable, "-m", "llmtrace", "report", "--prometheus", fleet.prometheus_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert table.returncode == 0, table.stderr
+    assert "retrieval" in table.stdout and "figures from Prometheus" in table.stderr
+
     # compare two windows of the same metrics: the slow service against the fast one's figures
     # is not possible in one window, so the same window twice: no change, figures equal
     done = subprocess.run(

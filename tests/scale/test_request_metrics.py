@@ -223,3 +223,30 @@ def test_two_local_roots_of_one_trace_are_each_a_request(tmp_path: Path) -> None
     assert a.stages == pytest.approx({"retrieval": 0.02, "other": 0.004})
     assert b.stages == pytest.approx({"other": 0.038})
     assert setup.processor.in_flight == 0
+
+
+def test_exponential_histograms_when_configured(tmp_path: Path) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ExponentialHistogramDataPoint,
+        InMemoryMetricReader,
+    )
+
+    from llmtrace.request_metrics import RequestMetricsProcessor, views
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader], views=views("exponential"))
+    setup = make_setup(tmp_path)
+    setup.provider.add_span_processor(RequestMetricsProcessor(meters))
+    list(requests(setup.tracer, 20))
+    data = reader.get_metrics_data()
+    assert data is not None
+    kinds = {
+        metric.name: type(metric.data.data_points[0])
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    assert kinds[STAGE_DURATION] is ExponentialHistogramDataPoint
+    assert kinds[REQUEST_DURATION] is ExponentialHistogramDataPoint
+    assert views("explicit") == []
