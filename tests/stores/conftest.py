@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 
+from llmtrace import semconv
 from llmtrace.analysis.breakdown import breakdown
 from llmtrace.analysis.sources import load_traces
 from llmtrace.exporters.otlp_json import encode_request
@@ -191,3 +193,17 @@ def instrumented_by(instrumentor_class: type[Any]) -> Any:
         instrumentor.uninstrument()
 
     return instrumented
+
+
+def assert_retrieval_span(span: ReadableSpan, *, system: str, source: str, operation: str) -> None:
+    """``span`` is a store query as DESIGN.md names it: ``retrieval {source}``, kind CLIENT,
+    stage and operation ``retrieval``, and the database attributes of ``system``."""
+    assert span.name == f"retrieval {source}"
+    assert span.kind == SpanKind.CLIENT
+    assert span.attributes is not None
+    assert span.attributes[semconv.STAGE] == "retrieval"
+    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
+    assert span.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == source
+    assert span.attributes[semconv.DB_SYSTEM_NAME] == system
+    assert span.attributes[semconv.DB_COLLECTION_NAME] == source
+    assert span.attributes[semconv.DB_OPERATION_NAME] == operation

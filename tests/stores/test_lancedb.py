@@ -19,7 +19,7 @@ from llmtrace import options, semconv
 from llmtrace.analysis.breakdown import breakdown
 from llmtrace.instrumentation.vectordb.lancedb import LanceDBInstrumentor
 from tests.rag.spans_util import only
-from tests.stores.conftest import instrumented_by
+from tests.stores.conftest import assert_retrieval_span, instrumented_by
 
 TABLE = "handbook"
 ROWS = [
@@ -43,13 +43,7 @@ def table(tmp_path: Path, spans) -> Any:
 
 
 def assert_retrieval(span: Any, operation: str) -> None:
-    assert span.kind == SpanKind.CLIENT
-    assert span.attributes[semconv.STAGE] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == TABLE
-    assert span.attributes[semconv.DB_SYSTEM_NAME] == "lancedb"
-    assert span.attributes[semconv.DB_COLLECTION_NAME] == TABLE
-    assert span.attributes[semconv.DB_OPERATION_NAME] == operation
+    assert_retrieval_span(span, system="lancedb", source=TABLE, operation=operation)
 
 
 def test_add_is_one_write_span_with_stage_other(tmp_path, spans) -> None:

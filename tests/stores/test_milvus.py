@@ -32,7 +32,7 @@ from llmtrace import options, semconv
 from llmtrace.analysis.breakdown import breakdown
 from llmtrace.instrumentation.vectordb.milvus import MilvusInstrumentor
 from tests.rag.spans_util import only
-from tests.stores.conftest import instrumented_by
+from tests.stores.conftest import assert_retrieval_span, instrumented_by
 
 ROWS = [
     {"id": 1, "vector": [1.0, 0.0, 0.0], "text": "refunds take five days"},
@@ -88,13 +88,7 @@ def test_search_is_a_retrieval_span(client, spans, collection) -> None:
     result = client.search(collection, data=[QUERY], limit=2)
 
     span = only(spans.get_finished_spans(), f"retrieval {collection}")
-    assert span.kind == SpanKind.CLIENT
-    assert span.attributes[semconv.STAGE] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == collection
-    assert span.attributes[semconv.DB_SYSTEM_NAME] == "milvus"
-    assert span.attributes[semconv.DB_COLLECTION_NAME] == collection
-    assert span.attributes[semconv.DB_OPERATION_NAME] == "search"
+    assert_retrieval_span(span, system="milvus", source=collection, operation="search")
     assert span.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
     assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(result[0]) == 2
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import suppress_instrumentation
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 from psycopg import sql
 
 import llmtrace
@@ -24,7 +24,7 @@ from llmtrace.analysis.breakdown import breakdown
 from llmtrace.instrumentation.vectordb import _spans
 from llmtrace.instrumentation.vectordb.pgvector import PgVectorInstrumentor, vector_search
 from tests.rag.spans_util import only
-from tests.stores.conftest import instrumented_by
+from tests.stores.conftest import assert_retrieval_span, instrumented_by
 
 # Starts a PostgreSQL server (the session's postgres fixture).
 pytestmark = pytest.mark.integration
@@ -79,13 +79,7 @@ def test_a_query_ordered_by_a_distance_is_a_retrieval_span(spans, connection, op
     ).fetchall()
 
     span = only(spans.get_finished_spans(), f"retrieval {TABLE}")
-    assert span.kind == SpanKind.CLIENT
-    assert span.attributes[semconv.STAGE] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
-    assert span.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == TABLE
-    assert span.attributes[semconv.DB_SYSTEM_NAME] == "postgresql"
-    assert span.attributes[semconv.DB_COLLECTION_NAME] == TABLE
-    assert span.attributes[semconv.DB_OPERATION_NAME] == "SELECT"
+    assert_retrieval_span(span, system="postgresql", source=TABLE, operation="SELECT")
     assert span.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
     assert span.attributes[semconv.RETRIEVAL_RETURNED] == len(rows) == 2
 
