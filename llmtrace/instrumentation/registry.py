@@ -24,7 +24,9 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 logger = logging.getLogger(__name__)
 
-# name -> (module under llmtrace.instrumentation, class, the library it needs)
+# name -> (module under llmtrace.instrumentation, class, the library it needs). A library that
+# changed its layout lists the modules to watch for, "|" between them: mistralai 2 is a namespace
+# package (an import hook on it never fires; one on ``mistralai.client`` does), mistralai 1 is not.
 INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     "openai": ("openai", "OpenAIInstrumentor", "openai"),
     "anthropic": ("anthropic", "AnthropicInstrumentor", "anthropic"),
@@ -43,6 +45,15 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
         "SentenceTransformersInstrumentor",
         "sentence_transformers",
     ),
+    "google_genai": ("google_genai", "GoogleGenAIInstrumentor", "google.genai"),
+    "bedrock": ("bedrock", "BedrockInstrumentor", "botocore"),
+    "ollama": ("ollama", "OllamaInstrumentor", "ollama"),
+    "mistralai": ("mistralai", "MistralInstrumentor", "mistralai.client|mistralai"),
+    "cohere": ("cohere", "CohereInstrumentor", "cohere"),
+    "groq": ("groq", "GroqInstrumentor", "groq"),
+    "pgvector": ("vectordb.pgvector", "PgVectorInstrumentor", "psycopg"),
+    "lancedb": ("vectordb.lancedb", "LanceDBInstrumentor", "lancedb"),
+    "milvus": ("vectordb.milvus", "MilvusInstrumentor", "pymilvus"),
 }
 
 # Re-entrant: instrumenting one library imports it, and that import may fire the post-import
@@ -59,12 +70,20 @@ def available_names() -> list[str]:
 
 
 def _installed(library: str) -> bool:
-    """Whether ``library`` is importable. ``find_spec`` raises for a dotted name whose parent
-    package is missing (``llama_index.core`` without LlamaIndex): that is "not installed" too."""
-    try:
-        return importlib.util.find_spec(library) is not None
-    except ModuleNotFoundError:
-        return False
+    """Whether ``library`` (any of its "|" alternatives) is importable. ``find_spec`` raises for
+    a dotted name whose parent package is missing (``llama_index.core`` without LlamaIndex): that
+    is "not installed" too."""
+    for module in library.split("|"):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                return True
+        except ModuleNotFoundError:
+            continue
+    return False
+
+
+def _imported(library: str) -> bool:
+    return any(module in sys.modules for module in library.split("|"))
 
 
 def _load(name: str) -> Any | None:
@@ -97,7 +116,7 @@ def instrument(names: list[str] | None = None) -> list[str]:
             if name in _active:
                 continue
             library = INSTRUMENTATIONS[name][2]
-            if deferring and library not in sys.modules:
+            if deferring and not _imported(library):
                 _defer(name, library)
                 continue
             instrumentor = _load(name)
@@ -160,7 +179,8 @@ def _defer(name: str, library: str) -> None:
     if name not in _hooked:
         # A registered hook cannot be removed; uninstrument() empties _deferred instead.
         _hooked.add(name)
-        wrapt.register_post_import_hook(functools.partial(_on_import, name), library)
+        for module in library.split("|"):
+            wrapt.register_post_import_hook(functools.partial(_on_import, name), module)
 
 
 def _on_import(name: str, module: Any) -> None:

@@ -7,10 +7,10 @@ recordings are sent by the current client (mistralai 3.7): they were recorded wi
 today's keyword arguments (``input`` is the ``inputs`` argument). None is an error response;
 errors are tested against the simulated server.
 
-``llmtrace.init()`` instruments mistralai when the application imported it first. Imported after
-init(), it is not: from 2.0 on ``mistralai`` is a namespace package (the SDK is
-``mistralai.client``), and wrapt's post-import hook on a namespace package never fires; the
-registry's row names ``mistralai`` as the library to wait for.
+``llmtrace.init()`` instruments mistralai whether the application imported it before or after
+init(): from 2.0 on ``mistralai`` is a namespace package (the SDK is ``mistralai.client``), and
+wrapt's post-import hook on a namespace package never fires, so the registry's row waits for
+``mistralai.client`` as well as ``mistralai`` (1.x).
 """
 
 from __future__ import annotations
@@ -374,17 +374,18 @@ for event in client.chat.stream(model="mistral-small-latest", messages=messages)
 """
 
 
-def test_init_instruments_mistralai_imported_before_it(server, tmp_path):
-    """Imported first: ``mistralai`` (2.x on) is a namespace package, for which wrapt's
-    post-import hook, what init() waits on for a library not imported yet, never fires (the
-    registry row would have to name ``mistralai.client``; see the module docstring)."""
+@pytest.mark.parametrize("imported", ["before init", "after init"])
+def test_init_instruments_mistralai_imported_before_or_after_it(server, tmp_path, imported):
+    """After init(), the registry's post-import hook sees ``mistralai.client`` load (the
+    namespace package ``mistralai`` itself never fires one)."""
     server.configure(first_token_delay=0.1)
+    importing = "from mistralai.client import Mistral"
     root, written = run_init_app(
         tmp_path,
         "mistralai",
-        INIT_CODE,
+        INIT_CODE if imported == "before init" else importing + "\n" + INIT_CODE,
         mistral_server.url(server),
-        before="from mistralai.client import Mistral",
+        before=importing if imported == "before init" else "",
     )
     assert root.name == "chat mistral-small-latest"
     assert (
