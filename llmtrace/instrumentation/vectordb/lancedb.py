@@ -189,7 +189,7 @@ class LanceDBInstrumentor(LibraryInstrumentor):
     """Traces LanceDB searches and writes (sync and async APIs)."""
 
     package = "lancedb"
-    supported = ">= 0.20, < 1"
+    supported = ">= 0.34, < 1"
 
     def patches(self) -> Iterable[PatchRow]:
         tracer = get_tracer()

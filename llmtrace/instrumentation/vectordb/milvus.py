@@ -196,7 +196,7 @@ class MilvusInstrumentor(LibraryInstrumentor):
     """Traces pymilvus searches, queries and writes (sync and async clients)."""
 
     package = "pymilvus"
-    supported = ">= 2.4, < 4"
+    supported = ">= 2.5.3, < 4"
 
     def patches(self) -> Iterable[PatchRow]:
         yield from method_patches(_CLIENT_CLASSES, _methods(_CLIENT))
