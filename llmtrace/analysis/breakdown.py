@@ -188,6 +188,10 @@ def server_timings(span: Span) -> ServerTimings | None:
     total = _seconds(attributes.get(sc.SERVER_PROCESSING_TIME))
     # A model load (Ollama) comes before the prompt is evaluated, within the first-token wait.
     load = _seconds(attributes.get(sc.SERVER_LOAD_TIME))
+    if first_token is None and total is not None and generation is not None:
+        # The server's whole time less its generation (Ollama): its wait for the first token,
+        # with what its named parts leave out (waiting for a free slot, templating).
+        first_token = total - generation
     if first_token is None and prompt is not None:
         first_token = (queue or 0.0) + (load or 0.0) + prompt
     if total is None:

@@ -174,6 +174,13 @@ impl Group {
         // A model load (Ollama) comes before the prompt is evaluated, within the first-token wait.
         let load = span.seconds(key::SERVER_LOAD_TIME);
         if first_token.is_none() {
+            // The server's whole time less its generation (Ollama): its wait for the first
+            // token, with what its named parts leave out (waiting for a free slot, templating).
+            if let (Some(total), Some(generation)) = (total, generation) {
+                first_token = Some(total - generation);
+            }
+        }
+        if first_token.is_none() {
             if let Some(prompt) = prompt {
                 first_token = Some(or_else(queue, 0.0) + or_else(load, 0.0) + prompt);
             }
