@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.backends.fixtures import TracingStack
+from tests.backends.fixtures import CONFIG_DIR, TracingStack, stopped_at_exit
+from tests.scale import stack
 from tests.subprocesses import clean_environment, run
 
 APP = Path(__file__).parent / "apps" / "rag_app.py"
@@ -59,3 +62,35 @@ def test_an_app_exports_its_request_breakdown_to_the_collector(
     )
     # 20 retrievals of at least 40 ms each
     assert 0.8 <= retrieval < 0.8 * 3
+
+    # Prometheus scraping this collector with collector-config/prometheus.yml (compose's
+    # `metrics` profile) reads the request breakdown back under the service's own name
+    found = stack.binaries()
+    target = tracing_stack.prometheus_url.removeprefix("http://").removesuffix("/metrics")
+    prometheus, url = stack.prometheus(
+        found["prometheus"], CONFIG_DIR / "prometheus.yml", [target], tmp_path
+    )
+    with stopped_at_exit(prometheus):
+        prometheus.start()
+        query = 'sum(llmtrace_request_duration_seconds_count{job="scale-export-app"})'
+        deadline = time.monotonic() + 30
+        while True:
+            body = httpx.get(f"{url}/api/v1/query", params={"query": query}, timeout=5).json()
+            if body["data"]["result"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        report = subprocess.run(
+            [
+                *(sys.executable, "-m", "llmtrace", "report", "--format", "json"),
+                *("--prometheus", url, "--service", "scale-export-app"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert report.returncode == 0, report.stderr
+    figures = json.loads(report.stdout)
+    assert figures["traces"] == 20
+    assert figures["stages"]["retrieval"]["mean"] >= 0.04
+    assert figures["stages"]["retrieval"]["traces"] == 20

@@ -21,12 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from llmtrace.analysis.sources import load_traces
 from llmtrace.request_metrics import STAGE_BUCKETS
 from tests.backends.fixtures import (
-    BACKENDS_SCRIPT,
     CONFIG_DIR,
     LOOPBACK,
     BackendProcess,
@@ -34,6 +32,7 @@ from tests.backends.fixtures import (
     new_jaeger,
     stopped_at_exit,
 )
+from tests.scale import stack
 from tests.subprocesses import clean_environment
 
 pytestmark = pytest.mark.integration
@@ -52,19 +51,6 @@ class Fleet:
     gateways: list[str]  # OTLP/gRPC endpoints
     prometheus_url: str
     jaeger_url: str
-
-
-def _binaries() -> dict[str, Path]:
-    result = subprocess.run(
-        ["bash", str(BACKENDS_SCRIPT), "--with-prometheus"],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return {
-        name: Path(path)
-        for name, path in (line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    }
 
 
 def _collector(
@@ -87,9 +73,9 @@ def _collector(
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    binaries = _binaries()
+    binaries = stack.binaries()
     log_dir = tmp_path_factory.mktemp("fleet")
-    jaeger = new_jaeger(binaries_as_backends(binaries), log_dir)
+    jaeger = new_jaeger(stack.as_backends(binaries), log_dir)
     samplers = []
     metrics_ports = []
     for i in (1, 2):
@@ -110,26 +96,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 },
             )
         )
-    (prometheus_port,) = _free_ports(1)
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    config["global"]["scrape_interval"] = "1s"
-    config["scrape_configs"][0]["static_configs"] = [
-        {"targets": [f"{LOOPBACK}:{port}" for port in metrics_ports]}
-    ]
-    prometheus_config = log_dir / "prometheus.yml"
-    prometheus_config.write_text(yaml.safe_dump(config))
-    prometheus_url = f"http://{LOOPBACK}:{prometheus_port}"
-    prometheus = BackendProcess(
-        "prometheus",
-        [
-            str(binaries["prometheus"]),
-            f"--config.file={prometheus_config}",
-            f"--storage.tsdb.path={log_dir / 'prometheus-data'}",
-            f"--web.listen-address={LOOPBACK}:{prometheus_port}",
-            "--web.enable-otlp-receiver",
-        ],
-        {},
-        f"{prometheus_url}/-/ready",
+    prometheus, prometheus_url = stack.prometheus(
+        binaries["prometheus"],
+        PROMETHEUS_CONFIG,
+        [f"{LOOPBACK}:{port}" for port in metrics_ports],
         log_dir,
     )
     sampler_list = "[" + ", ".join(f"{LOOPBACK}:{port}" for _, port in samplers) + "]"
@@ -155,12 +125,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             prometheus_url=prometheus_url,
             jaeger_url=jaeger.query_url,
         )
-
-
-def binaries_as_backends(binaries: dict[str, Path]) -> Any:
-    from tests.backends.fixtures import Backends
-
-    return Backends(jaeger=binaries["jaeger"], otelcol=binaries["otelcol"])
 
 
 def _run_apps(fleet: Fleet, files: Path) -> None:
