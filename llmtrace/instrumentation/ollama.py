@@ -16,9 +16,11 @@ What a call records, besides the attributes every model span has (``gen_ai.provi
   the whole prompt was cached: then no input count is written);
 - ``done_reason`` is the finish reason (Ollama says ``stop`` for an answer that calls tools too);
 - the server's own timings, nanoseconds in the final response or the last stream line, as
-  ``llmtrace.server.*`` seconds: ``load_duration`` (loading the model) is ``load_time``,
-  ``prompt_eval_duration`` is ``prompt_time``, ``eval_duration`` is ``generation_time``,
-  ``total_duration`` is ``processing_time``. The report counts the load time as stage ``load``.
+  ``llmtrace.server.*`` seconds: ``load_duration`` is ``load_time`` (Ollama times it from the
+  request's arrival until a loaded model is ready for it: loading, and waiting for the
+  scheduler), ``prompt_eval_duration`` is ``prompt_time``, ``eval_duration`` is
+  ``generation_time``, ``total_duration`` is ``processing_time``. The report counts the load
+  time as stage ``load``, out of the call's ``ttft``.
 
 A streamed call's request is sent when its iteration starts (the client returns a generator): the
 span starts at the call, like every other stream's, and the model call is in flight (so the HTTP
