@@ -28,7 +28,7 @@ import ollama
 import pytest
 import yaml
 from opentelemetry import trace
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 
 from llmtrace import options
 from llmtrace import semconv as sc
@@ -470,6 +470,26 @@ def test_streams_in_threads_each_get_their_own_span(server, spans, instrumented)
     # every request was sent under its own model span
     sent = {r.headers["traceparent"].split("-")[2] for r in server.requests}
     assert sent == {f"{s.context.span_id:016x}" for s in models}
+
+
+def test_nothing_is_traced_while_suppressed_or_under_an_unsampled_parent(
+    server, spans, instrumented
+):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    client = _client(server)
+    with suppress_instrumentation():
+        client.chat(model="m", messages=MESSAGES)
+        list(client.chat(model="m", messages=MESSAGES, stream=True))
+    unsampled = NonRecordingSpan(
+        SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(0))
+    )
+    with trace.use_span(unsampled):
+        client.chat(model="m", messages=MESSAGES)
+        list(client.generate(model="m", prompt="x", stream=True))
+    assert spans.get_finished_spans() == ()
+    # the unsampled decision travels on: the server is told not to sample either
+    assert server.requests[-1].headers["traceparent"].endswith("-00")
 
 
 # --- errors -----------------------------------------------------------------------------------
