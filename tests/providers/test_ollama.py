@@ -40,7 +40,7 @@ from tests.frameworks.timing import assert_ttft
 from tests.servers import ollama as wire
 from tests.servers.fixtures import cassettes
 from tests.servers.model_server import ModelServer
-from tests.subprocesses import clean_environment, run
+from tests.subprocesses import clean_environment, run, run_instrumented_app
 
 MESSAGES = [{"role": "user", "content": "Why is the sky blue?"}]
 
@@ -918,3 +918,32 @@ def test_init_instruments_ollama_when_the_app_imports_it_and_the_report_shows_th
     assert trace_.root.attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.15)
     report = build_report(load_traces(str(traces_file)))
     assert report.stages["load"].distribution.p50 == pytest.approx(0.15, abs=1e-6)
+
+
+UNMODIFIED_APP = """
+import sys
+
+import ollama
+
+client = ollama.Client(host=sys.argv[1])
+client.chat(model="m", messages=[{"role": "user", "content": "hi"}])
+for _part in client.generate(model="m", prompt="hi", stream=True):
+    pass
+"""
+
+
+def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
+    """``opentelemetry-instrument`` loads llmtrace's entry point and OpenTelemetry's own httpx
+    instrumentation (installed here): each Ollama call has one model span, llmtrace's, with
+    their HTTP span beneath it."""
+    done, traces = run_instrumented_app(UNMODIFIED_APP, tmp_path, "ollama-app", server.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    spans = []
+    for line in traces.read_text().splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
+    models = {span["spanId"]: span["name"] for scope, span in spans if scope == "llmtrace"}
+    assert sorted(models.values()) == ["chat m", "text_completion m"]
+    others = [span for scope, span in spans if scope != "llmtrace"]
+    assert others and all(span.get("parentSpanId") in models for span in others)
