@@ -134,6 +134,7 @@ def test_generate_is_a_text_completion(server, spans, instrumented):
 @pytest.mark.parametrize("call", ["embed", "embeddings"])
 def test_embeddings_have_stage_embedding_and_their_dimension(server, spans, instrumented, call):
     client = _client(server)
+    wire.set_load_time(server, 0.02)
     if call == "embed":
         result = client.embed(model="all-minilm", input=["one", "two", "three"])
         assert len(result.embeddings) == 3
@@ -149,8 +150,11 @@ def test_embeddings_have_stage_embedding_and_their_dimension(server, spans, inst
     assert sc.GEN_AI_REQUEST_STREAM not in attributes
     if call == "embed":
         assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10
+        assert attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.02)
+        assert attributes[sc.SERVER_PROCESSING_TIME] >= attributes[sc.SERVER_LOAD_TIME]
     else:  # the old endpoint reports nothing but the vector
         assert sc.GEN_AI_USAGE_INPUT_TOKENS not in attributes
+        assert sc.SERVER_LOAD_TIME not in attributes
 
 
 @pytest.mark.parametrize("operation", ["chat", "generate"])

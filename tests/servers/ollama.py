@@ -135,24 +135,27 @@ async def _text(
     await reply.start_stream(200, content_type=NDJSON)
 
     async def send(index: int, token: str) -> None:
-        await reply.chunk(
-            (json.dumps({**head(), **piece(index, token), "done": False}) + "\n").encode()
-        )
+        await _line(reply, {**head(), **piece(index, token), "done": False})
 
     await server.emit_tokens(request, send)
     if tools:
         call = {
             "message": {"role": "assistant", "content": "", "tool_calls": [_tool_call(tools[0])]}
         }
-        await reply.chunk((json.dumps({**head(), **call, "done": False}) + "\n").encode())
+        await _line(reply, {**head(), **call, "done": False})
     empty: dict[str, Any] = (
         {"message": {"role": "assistant", "content": ""}} if chat else {"response": ""}
     )
     last = {**head(), **empty, **_final(server, request, request.first_token_sent_at)}
     if not chat:
         last["context"] = [1, 2, 3]
-    await reply.chunk((json.dumps(last) + "\n").encode())
+    await _line(reply, last)
     await reply.end_stream()
+
+
+async def _line(reply: Reply, payload: dict[str, Any]) -> None:
+    """One NDJSON line, sent as its own chunk (as Ollama flushes each)."""
+    await reply.chunk((json.dumps(payload) + "\n").encode())
 
 
 def _tool_call(tool: Any) -> dict[str, Any]:
@@ -172,14 +175,15 @@ async def _embed(server: ModelServer, request: RecordedRequest, body: Any, reply
     if await _error(server, request, reply):
         return
     b = server.behaviour
-    await sleep_until(request.arrived_at + b.headers_delay)
+    load = _load_times.get(id(server), 0.0)
+    await sleep_until(request.arrived_at + max(b.headers_delay, load))
     inputs = (body or {}).get("input")
     items = inputs if isinstance(inputs, list) else [inputs]
     payload = {
         "model": b.model,
         "embeddings": [[0.1 * (i + 1)] * 8 for i in range(len(items))],
         "total_duration": round((time.monotonic() - request.arrived_at) * _NANOS),
-        "load_duration": round(_load_times.get(id(server), 0.0) * _NANOS),
+        "load_duration": round(load * _NANOS),
         "prompt_eval_count": b.input_tokens,
     }
     await reply.whole(200, json.dumps(payload).encode(), "application/json; charset=utf-8")
