@@ -3,6 +3,8 @@
 #   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
 #   2. Jaeger v2 and the OpenTelemetry Collector built from source (scripts/backends.sh, cached)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
+#   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
+#      cached); if it cannot be made, the suite goes on and that test fails with the reason
 #   4. Debian's Chromium for the HTML report check, when missing
 #   5. ruff, mypy --strict on the package, pytest (extra arguments go to pytest)
 # Idempotent: a second run reuses the environment, the binaries and the wheel cache.
@@ -15,6 +17,8 @@ log "backends (Jaeger v2, OpenTelemetry Collector)"
 bash scripts/backends.sh >/dev/null
 log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
 bash scripts/peers.sh
+log "torch virtualenv for the real sentence-transformers test (Debian's python3-torch, cached)"
+bash scripts/torch_venv.sh || log "torch virtualenv unavailable: tests/providers/test_sentence_transformers_real.py will fail with the reason above"
 if ! command -v chromium >/dev/null 2>&1; then
   log "installing Debian's chromium for the HTML report check"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
