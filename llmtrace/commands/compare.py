@@ -123,7 +123,10 @@ def _reports(args: argparse.Namespace) -> tuple[Report, Report]:
     if args.prometheus:
         return _prometheus_reports(args)
     if not args.baseline or not args.candidate:
-        raise CommandError("give BASELINE and CANDIDATE (or --prometheus URL with two windows)")
+        raise CommandError(
+            "give BASELINE and CANDIDATE, or --prometheus URL with two windows "
+            "(see llmtrace compare --help)"
+        )
     sides = (args.baseline, args.candidate)
     run_names = [side for side in sides if _is_run_name(side, args)]
     if run_names and args.run:

@@ -300,8 +300,10 @@ def _has_filters(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if sum(bool(x) for x in (args.source, args.jaeger, args.prometheus)) > 1:
-        raise CommandError("give one of SOURCE, --jaeger URL or --prometheus URL")
+    if args.source and args.jaeger:
+        raise CommandError("give either SOURCE or --jaeger URL, not both")
+    if args.prometheus and (args.source or args.jaeger):
+        raise CommandError("give either SOURCE, --jaeger URL or --prometheus URL, not two")
     origin = None
     if args.prometheus:
         report, origin = prometheus_report(args)
