@@ -24,6 +24,7 @@ import groq
 import httpx
 import pytest
 import yaml
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 from llmtrace import options
@@ -383,6 +384,78 @@ async def test_async_stream_failing_midway_ends_with_error(server, spans, instru
     assert span.attributes[sc.ERROR_TYPE] == type(raised.value).__qualname__
 
 
+async def test_async_streaming_response_and_error_event(server, spans, instrumented):
+    client = _async_client(server)
+    async with client.chat.completions.with_streaming_response.create(
+        model="m", messages=MESSAGES, stream=True
+    ) as response:
+        chunks = [chunk async for chunk in await response.parse()]
+    assert len(chunks) == 6
+    stream = await client.chat.completions.create(
+        model=wire.STREAM_ERROR_MODEL, messages=MESSAGES, stream=True
+    )
+    with pytest.raises(groq.APIError) as raised:
+        async for _chunk in stream:
+            pass
+    assert raised.value.message == "simulated failure mid-stream"
+    streamed, failed = sorted(model_spans(spans), key=lambda s: s.start_time)
+    assert streamed.attributes[sc.STREAM_END] == "completed"
+    assert streamed.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert failed.attributes[sc.STREAM_END] == "error"
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes[sc.ERROR_TYPE] == "APIError"
+
+
+async def test_async_stream_abandoned_ends_when_collected(server, spans, instrumented):
+    stream = await _async_client(server).chat.completions.create(
+        model="m", messages=MESSAGES, stream=True
+    )
+    await stream.__anext__()
+    del stream
+    gc.collect()
+    assert only_span(spans).attributes[sc.STREAM_END] == "abandoned"
+
+
+def test_model_span_is_a_child_of_the_application_span(server, spans, instrumented):
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("answer") as parent:
+        list(_client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True))
+        # The stream's span is not left current in the caller between chunks or after them.
+        assert trace.get_current_span() is parent
+    span = only_span(spans)
+    assert span.parent.span_id == parent.get_span_context().span_id
+
+
+def test_no_span_while_instrumentation_is_suppressed(server, spans, instrumented):
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    with suppress_instrumentation():
+        completion = _client(server).chat.completions.create(model="m", messages=MESSAGES)
+    assert completion.choices[0].message.content == "Hello, world!"
+    assert spans.get_finished_spans() == ()
+
+
+def test_metrics_carry_the_groq_provider(server, spans, instrumented, metric_reader):
+    list(
+        _client(server).chat.completions.create(
+            model="groq-metrics", messages=MESSAGES, stream=True
+        )
+    )
+    data = metric_reader.get_metrics_data()
+    points = [
+        (metric.name, point)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+        if point.attributes.get(sc.GEN_AI_REQUEST_MODEL) == "groq-metrics"
+    ]
+    names = {name for name, _ in points}
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage"} <= names
+    assert "gen_ai.client.operation.time_to_first_chunk" in names
+    assert all(point.attributes[sc.GEN_AI_PROVIDER_NAME] == "groq" for _, point in points)
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
@@ -515,6 +588,7 @@ print("ok")
 
 
 def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
+    from llmtrace.analysis.breakdown import model_phases
     from llmtrace.analysis.sources import load_traces
 
     server.configure(first_token_delay=0.1)
@@ -538,6 +612,15 @@ def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
         for attribute in span["attributes"]
     ]
     assert {"key": sc.GEN_AI_PROVIDER_NAME, "value": {"stringValue": "groq"}} in exported
+    # Groq's own queue time is the call's queue stage; its prompt time ends the server's TTFT.
+    phases = model_phases(root)
+    assert phases.server_joined
+    assert phases.queue == pytest.approx(wire.TIMINGS["queue_time"])
+    assert phases.network == pytest.approx(
+        root.attributes[sc.TIME_TO_FIRST_TOKEN]
+        - wire.TIMINGS["queue_time"]
+        - wire.TIMINGS["prompt_time"]
+    )
     assert "gsk-from-env" not in traces_file.read_text()
 
 
