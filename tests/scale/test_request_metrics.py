@@ -250,3 +250,28 @@ def test_exponential_histograms_when_configured(tmp_path: Path) -> None:
     assert kinds[STAGE_DURATION] is ExponentialHistogramDataPoint
     assert kinds[REQUEST_DURATION] is ExponentialHistogramDataPoint
     assert views("explicit") == []
+
+
+def test_concurrent_requests_on_many_threads_are_each_counted_once(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    setup = make_setup(tmp_path)
+    processor = setup.processor
+    tracer = setup.tracer
+
+    def handle(i: int) -> None:
+        with tracer.start_as_current_span("threaded", attributes={sc.HTTP_ROUTE: "/t"}):
+            for stage in ("embedding", "retrieval", "postprocess"):
+                with tracer.start_as_current_span(stage, attributes={sc.STAGE: stage}):
+                    pass
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(handle, range(400)))
+    assert processor.recorded == 400
+    assert processor.in_flight == 0
+    stage_counts = {
+        point.attributes[sc.STAGE]: point.count
+        for point in setup.points(STAGE_DURATION)
+        if point.attributes.get("llmtrace.request.name") == "/t"
+    }
+    assert stage_counts.get("retrieval") == 400
