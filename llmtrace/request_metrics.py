@@ -116,6 +116,9 @@ _KIND = {kind: kind.value + 1 for kind in SpanKind}
 _STAGE = sc.STAGE
 _MODEL_CALL = conventions.MODEL_CALL
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
+_TABLE_KEYS = conventions.CONVENTION_KEYS
+# a rule without conditions would give a stage to any span: then the table is always applied
+_CATCH_ALL = any(not rule.when for rule in conventions.STAGE_RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +288,10 @@ def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
     the attributes the analysis keeps, and a foreign span's through the conventions table."""
     attributes: dict[str, Any] = {}
     foreign: dict[str, Any] = {}
+    read_by_table = False
     for key, value in _attribute_items(span):
+        if key in _TABLE_KEYS:
+            read_by_table = True
         if key in KEPT_ATTRIBUTES:
             value = _plain(value)
             if key == _STAGE and (value.__class__ is list or value.__class__ is dict):
@@ -301,6 +307,10 @@ def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
             if event.name in _FIRST_TOKEN_EVENTS:
                 first_token_at = event.timestamp
                 break
+        if not read_by_table and first_token_at is None and not _CATCH_ALL:
+            # nothing the table reads: it would find no rule and no alias (the common case of
+            # a span of llmtrace's own without a stage, an HTTP span or a workflow)
+            return _model(span, attributes, start, end)
         assigned = conventions.normalize(attributes, foreign, first_token_at, start)
         if assigned and attributes[_STAGE] == _MODEL_CALL:
             model = _model(span, attributes, start, end)
