@@ -29,10 +29,10 @@ caller between chunks, and nothing has to be detached in another context.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-import weakref
 from typing import Any, Protocol
 
 import wrapt
@@ -178,8 +178,12 @@ class StreamRecorder:
                     attributes[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
             if self.collected:
                 attributes.update(self.collected)
-            span.set_attributes(attributes)
-            self.parser.finish(span)
+            # What the parser sets is gathered with the rest, for one call to set them all.
+            gathered = _GatheredAttributes(span, attributes)
+            try:
+                self.parser.finish(gathered)  # type: ignore[arg-type]
+            finally:
+                span.set_attributes(attributes)
             if how == "completed":
                 span.set_status(STATUS_OK)
             elif how == "error" and exc is not None:
@@ -202,6 +206,27 @@ class StreamRecorder:
             self.end("error", exc)
 
 
+class _GatheredAttributes:
+    """What a parser's ``finish`` gets for the span: the attributes it sets are added to the
+    stream's own, set on the span together once it returns (each call setting attributes on a
+    span costs about as much as several attributes); anything else goes to the span itself."""
+
+    __slots__ = ("_span", "attributes")
+
+    def __init__(self, span: Span, attributes: dict[str, Any]) -> None:
+        self._span = span
+        self.attributes = attributes
+
+    def set_attributes(self, attributes: Any) -> None:
+        self.attributes.update(attributes)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+
 def end_model_span(span: Span, started_at: float, output_chunks: int = 0) -> None:
     """End a model-call span, recording the GenAI client metrics from its attributes first.
 
@@ -219,27 +244,30 @@ def end_model_span(span: Span, started_at: float, output_chunks: int = 0) -> Non
             log_once(logger, "span end failed")
 
 
-def _abandon(recorder: StreamRecorder) -> None:
-    recorder.end("abandoned")
-
-
 class _Chunks:
     """A stream's chunks, each reported to the recorder before it is handed on.
 
     What iterating a traced stream gives: a plain object, because reading an attribute of a
-    wrapt proxy costs as much as the rest of the per-chunk work. It, not the proxy, carries the
-    finalizer that ends a stream dropped unfinished (never iterated or partially read): the
-    proxy holds it, and so does a ``for`` loop over the stream, which may outlive the proxy.
+    wrapt proxy costs as much as the rest of the per-chunk work. It, not the proxy, ends a stream
+    dropped unfinished (never iterated or partially read) when it is itself dropped: the proxy
+    holds it, and so does a ``for`` loop over the stream, which may outlive the proxy.
     """
 
-    __slots__ = ("__weakref__", "_iterator", "_recorder", "_source")
+    __slots__ = ("_iterator", "_recorder", "_source")
 
     def __init__(self, source: Any, recorder: StreamRecorder) -> None:
         self._source = source
         self._recorder = recorder
         self._iterator: Any = None
-        # The finalizer holds the recorder, never this object, so it does not keep it alive.
-        weakref.finalize(self, _abandon, recorder)
+
+    def __del__(self) -> None:
+        # Dropped: a stream that did not end otherwise is abandoned. (Not weakref.finalize:
+        # registering one costs ten times this object's creation, on every stream.)
+        recorder = self._recorder
+        if not recorder.ended:
+            # (At interpreter exit what it needs may be gone already.)
+            with contextlib.suppress(Exception):
+                recorder.end("abandoned")
 
 
 class _RecordedChunks(_Chunks):

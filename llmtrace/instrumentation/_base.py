@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import logging
 import time
+import types
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, cast
@@ -118,6 +120,83 @@ def _resolve(module_name: str, path: str) -> tuple[Any, str] | None:
     return owner, attribute
 
 
+class DirectWrapper:
+    """A wrapt-style wrapper that can also build the replacement of a plain function itself:
+    ``make(original)`` returns a function taking what the method ``original`` takes (``self``
+    first) and calling ``original`` directly. For the methods every model call goes through:
+    a generic replacement packs and unpacks the arguments and binds the method on every call,
+    several times the cost of the call itself. Anything but a plain function is wrapped with
+    ``wrapper`` by wrapt; calling a DirectWrapper calls ``wrapper``."""
+
+    __slots__ = ("make", "wrapper")
+
+    def __init__(
+        self, wrapper: Callable[..., Any], make: Callable[[Any], Callable[..., Any]]
+    ) -> None:
+        self.wrapper = wrapper
+        self.make = make
+
+    def __call__(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return self.wrapper(wrapped, instance, args, kwargs)
+
+
+def direct_method(make: Callable[[Any], Callable[..., Any]]) -> DirectWrapper:
+    """A :class:`DirectWrapper` of a method from ``make`` alone: the wrapt-style form (for a
+    method that is not a plain function) calls what ``make`` builds around the bound method."""
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return make(lambda _instance, *a, **k: wrapped(*a, **k))(instance, *args, **kwargs)
+
+    return DirectWrapper(wrapper, make)
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def _plain_replacement(
+    original: Any, wrapper: Callable[..., Any], in_class: bool
+) -> Callable[..., Any] | None:
+    """A plain function standing in for a plain Python function or method, calling the wrapt-style
+    ``wrapper(wrapped, instance, args, kwargs)`` as wrapt would; None for anything else (wrapt
+    wraps that). A wrapt proxy costs about twice what a function frame does on every call of the
+    method, and the request and HTTP send of every model call go through two of them.
+
+    ``__wrapped__`` is the original (``functools.wraps``), and a coroutine function stays one
+    (``inspect.iscoroutinefunction`` answers as for the original).
+    """
+    if (
+        original.__class__ is not types.FunctionType
+        or original.__code__.co_flags & _GENERATOR_FLAGS
+    ):
+        return None
+    if in_class and isinstance(wrapper, DirectWrapper):
+        return functools.wraps(original)(wrapper.make(original))
+    bind = types.MethodType
+    replacement: Callable[..., Any]
+    if inspect.iscoroutinefunction(original):
+        if in_class:
+
+            async def replacement(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+                return await wrapper(bind(original, self), self, args, kwargs)
+
+        else:
+
+            async def replacement(*args: Any, **kwargs: Any) -> Any:
+                return await wrapper(original, None, args, kwargs)
+
+    elif in_class:
+
+        def replacement(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return wrapper(bind(original, self), self, args, kwargs)
+
+    else:
+
+        def replacement(*args: Any, **kwargs: Any) -> Any:
+            return wrapper(original, None, args, kwargs)
+
+    return functools.wraps(original)(replacement)
+
+
 class Patches:
     """The attributes one instrumentor replaced, with their originals, to restore them."""
 
@@ -125,7 +204,8 @@ class Patches:
         self._originals: list[tuple[Any, str, Any]] = []
 
     def wrap(self, module_name: str, path: str, wrapper: Callable[..., Any]) -> bool:
-        """Wrap ``module.path`` with a wrapt-style ``wrapper(wrapped, instance, args, kwargs)``."""
+        """Wrap ``module.path`` with a wrapt-style ``wrapper(wrapped, instance, args, kwargs)``:
+        a plain function replaces a plain function or method, a wrapt proxy anything else."""
         resolved = _resolve(module_name, path)
         if resolved is None:
             return False
@@ -139,9 +219,11 @@ class Patches:
         if isinstance(original, (staticmethod, classmethod)):
             logger.debug("llmtrace: %s.%s is a static/class method; skipped", module_name, path)
             return False
-        function_wrapper = wrapt.FunctionWrapper(original, wrapper)
-        setattr(function_wrapper, _MARK, True)
-        setattr(owner, attribute, function_wrapper)
+        replacement = _plain_replacement(original, wrapper, isinstance(owner, type))
+        if replacement is None:
+            replacement = wrapt.FunctionWrapper(original, wrapper)
+        setattr(replacement, _MARK, True)
+        setattr(owner, attribute, replacement)
         self._originals.append((owner, attribute, original))
         return True
 

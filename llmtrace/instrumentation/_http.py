@@ -4,8 +4,8 @@ Every request sent through ``Client.send`` / ``AsyncClient.send``:
 
 - carries the W3C ``traceparent`` of the span it belongs to (the model span inside a model call,
   else its own CLIENT span), so a model server or downstream service joins the trace;
-- reports its transport phases from the client's own ``trace`` request extension (any callback
-  the application installed is still called) as ``llmtrace.http.*`` durations in seconds:
+- reports its transport phases as ``llmtrace.http.*`` durations in seconds (any ``trace``
+  callback the application installed is still called with every event):
 
   ======================== =====================================================================
   ``llmtrace.http.connect`` TCP connect of a new connection (absent when a pooled one is reused)
@@ -14,6 +14,14 @@ Every request sent through ``Client.send`` / ``AsyncClient.send``:
   ``response_headers``     request written → response headers received (server think time)
   ``body_complete``        response headers → last body byte (the transfer, or the whole stream)
   ======================== =====================================================================
+
+Over HTTP/1.1 the phases are read from the connection's own steps (writing the request headers
+and body, reading the response headers, closing a response read to its end), hooked in
+``httpcore``/``httpcore2``: the client's ``trace`` extension would cost more per request than
+the rest of the request's tracing, because ``httpcore`` builds and sends every one of its dozen
+events once one is installed. A ``trace`` callback of llmtrace's own is installed only while a
+new connection is opened (connect and TLS), and for a request over HTTP/2, where it reports
+every phase; it passes each event on to the application's.
 
 Inside a model call the phases enrich the model span and no span is added (DESIGN.md rule 4).
 Outside one, the request gets a CLIENT span with stage ``network`` named after its method, unless
@@ -29,7 +37,7 @@ import sys
 import time
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from opentelemetry import baggage, propagate, trace
@@ -44,6 +52,7 @@ from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
     current_model_call,
+    direct_method,
     get_tracer,
     is_suppressed,
     should_trace_http,
@@ -176,6 +185,8 @@ class PhaseRecorder:
         """Set what was collected so far (and ``more``) at once; later phases are set directly."""
         pending = self.pending or {}
         self.pending = None
+        if self.moments[4] is not None and semconv.HTTP_RESPONSE_HEADERS not in pending:
+            self._settle(pending)
         if more:
             pending.update(more)
         try:
@@ -187,6 +198,22 @@ class PhaseRecorder:
                 self.span.set_attributes(pending)
         except Exception:
             log_once(logger, "HTTP phase recording failed")
+
+    def _settle(self, pending: dict[str, Any]) -> None:
+        """The phases up to the response headers from the moments the transport's steps noted
+        (see :func:`transport_patches`; the ``trace`` events compute them as they come)."""
+        moments = self.moments
+        headers_at = cast(float, moments[4])
+        written = moments[3]
+        if written is not None:
+            sending = moments[2]
+            if sending is not None:
+                pending[semconv.HTTP_REQUEST_SENT] = written - sending
+            pending[semconv.HTTP_RESPONSE_HEADERS] = headers_at - written
+        if self.call is not None:
+            time_to_headers = self.call.note_headers(headers_at)
+            if time_to_headers is not None:
+                pending[semconv.TIME_TO_HEADERS] = time_to_headers
 
 
 class SyncPhaseRecorder(PhaseRecorder):
@@ -307,17 +334,23 @@ def propagate_untraced(headers: Any) -> None:
         log_once(logger, "HTTP context injection failed")
 
 
+# The request extension a traced request carries its recorder in, for the transport hooks (an
+# extension is never sent).
+_RECORDER_KEY = "llmtrace.phases"
+
+
 def _prepare(
-    request: Any, span: Span, call: ModelCall | None, is_async: bool
+    request: Any, span: Span, call: ModelCall | None, is_async: bool, hooked: bool = False
 ) -> PhaseRecorder | None:
-    """Inject the trace context of ``span`` and hook the transport's phase events."""
+    """Inject the trace context of ``span`` and hand the request a recorder of its phases: for
+    the transport hooks (``hooked``), else as the request's ``trace`` extension."""
     inject_trace_context(request.headers, span)
     if not span.is_recording():
         return None
     extensions = request.extensions
     recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
     recorder = recorder_class(span, call, extensions.get("trace"))
-    extensions["trace"] = recorder
+    extensions[_RECORDER_KEY if hooked else "trace"] = recorder
     return recorder
 
 
@@ -393,8 +426,9 @@ def _other_instrumentation_owns_spans(library: str) -> bool:
     return bool(getattr(instance, "_is_instrumented_by_opentelemetry", False))
 
 
-def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
-    """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library."""
+def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) -> tuple[Any, Any]:
+    """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library;
+    ``hooked``: its transport's steps report the phases (see :func:`transport_patches`)."""
 
     class EndingSyncStream(library.SyncByteStream):  # type: ignore[misc,name-defined,unused-ignore]
         def __init__(self, inner: Any, end: _SpanEnd) -> None:
@@ -425,74 +459,90 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
             finally:
                 self._end()
 
-    def send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        request = args[0] if args else kwargs.get("request")
-        if untraced(request.headers):
-            return wrapped(*args, **kwargs)
-        call = current_model_call()
-        if call is not None:
-            recorder = _prepare_model_request(request, call, is_async=False)
+    def make_send(original: Any) -> Any:
+        def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            call = current_model_call()
+            # A model call in flight passed the gate already; unless instrumentation was
+            # suppressed since (an exporter's request), the request is part of it.
+            if call is None or is_suppressed():
+                if untraced(request.headers):
+                    return original(self, request, *args, **kwargs)
+                call = None
+            if call is not None:
+                recorder = _prepare_model_request(request, call, False, hooked)
+                try:
+                    response = original(self, request, *args, **kwargs)
+                except BaseException:
+                    _flush(recorder)
+                    raise
+                _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
+                return response
+            if _other_instrumentation_owns_spans(library_name):
+                return original(self, request, *args, **kwargs)
             try:
-                response = wrapped(*args, **kwargs)
-            except BaseException:
-                _flush(recorder)
-                raise
-            _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
-            return response
-        if _other_instrumentation_owns_spans(library_name):
-            return wrapped(*args, **kwargs)
-        try:
-            span = _start_network_span(request)
-            recorder = _prepare(request, span, None, is_async=False)
-        except Exception:
-            log_once(logger, "HTTP span start failed")
-            return wrapped(*args, **kwargs)
-        try:
-            response = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            _flush(recorder)
-            end_failed(span, exc)
-            raise
-        _flush(recorder)
-        return _after_response(span, response, EndingSyncStream)
-
-    async def async_send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        request = args[0] if args else kwargs.get("request")
-        if untraced(request.headers):
-            return await wrapped(*args, **kwargs)
-        call = current_model_call()
-        if call is not None:
-            recorder = _prepare_model_request(request, call, is_async=True)
+                span = _start_network_span(request)
+                recorder = _prepare(request, span, None, False, hooked)
+            except Exception:
+                log_once(logger, "HTTP span start failed")
+                return original(self, request, *args, **kwargs)
             try:
-                response = await wrapped(*args, **kwargs)
-            except BaseException:
+                response = original(self, request, *args, **kwargs)
+            except BaseException as exc:
                 _flush(recorder)
+                end_failed(span, exc)
                 raise
-            _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
-            return response
-        if _other_instrumentation_owns_spans(library_name):
-            return await wrapped(*args, **kwargs)
-        try:
-            span = _start_network_span(request)
-            recorder = _prepare(request, span, None, is_async=True)
-        except Exception:
-            log_once(logger, "HTTP span start failed")
-            return await wrapped(*args, **kwargs)
-        try:
-            response = await wrapped(*args, **kwargs)
-        except BaseException as exc:
             _flush(recorder)
-            end_failed(span, exc)
-            raise
-        _flush(recorder)
-        return _after_response(span, response, EndingAsyncStream)
+            return _after_response(span, response, EndingSyncStream)
 
+        return send
+
+    def make_async_send(original: Any) -> Any:
+        async def async_send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            call = current_model_call()
+            # A model call in flight passed the gate already; unless instrumentation was
+            # suppressed since (an exporter's request), the request is part of it.
+            if call is None or is_suppressed():
+                if untraced(request.headers):
+                    return await original(self, request, *args, **kwargs)
+                call = None
+            if call is not None:
+                recorder = _prepare_model_request(request, call, True, hooked)
+                try:
+                    response = await original(self, request, *args, **kwargs)
+                except BaseException:
+                    _flush(recorder)
+                    raise
+                _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
+                return response
+            if _other_instrumentation_owns_spans(library_name):
+                return await original(self, request, *args, **kwargs)
+            try:
+                span = _start_network_span(request)
+                recorder = _prepare(request, span, None, True, hooked)
+            except Exception:
+                log_once(logger, "HTTP span start failed")
+                return await original(self, request, *args, **kwargs)
+            try:
+                response = await original(self, request, *args, **kwargs)
+            except BaseException as exc:
+                _flush(recorder)
+                end_failed(span, exc)
+                raise
+            _flush(recorder)
+            return _after_response(span, response, EndingAsyncStream)
+
+        return async_send
+
+    send = direct_method(make_send)
+    async_send = direct_method(make_async_send)
     return send, async_send
 
 
-def _prepare_model_request(request: Any, call: ModelCall, is_async: bool) -> PhaseRecorder | None:
+def _prepare_model_request(
+    request: Any, call: ModelCall, is_async: bool, hooked: bool
+) -> PhaseRecorder | None:
     try:
-        return _prepare(request, call.span, call, is_async)
+        return _prepare(request, call.span, call, is_async, hooked)
     except Exception:
         log_once(logger, "HTTP request preparation failed")
         return None
@@ -511,7 +561,7 @@ def _after_model_response(
     server reports in headers (OpenAI ``openai-processing-ms``, TGI ``x-*-time``) as
     ``llmtrace.server.*`` seconds."""
     attributes: dict[str, Any] = {}
-    if streamed:
+    if streamed and (recorder is None or recorder.moments[4] is None):
         time_to_headers = call.note_headers(time.monotonic())
         if time_to_headers is not None:
             attributes[semconv.TIME_TO_HEADERS] = time_to_headers
@@ -541,12 +591,231 @@ def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
     return response
 
 
+# The transport of each httpx-like library.
+_TRANSPORTS = {"httpx": "httpcore", "httpx2": "httpcore2"}
+
+
 def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
-    """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``."""
+    """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``, and
+    the steps of its transport's connections that report the phases (when it has them all)."""
     library = importlib.import_module(module_name)
     _TRIPLE_HEADERS.add(library.Headers)
-    send, async_send = make_send_wrappers(library, module_name)
-    return [(module_name, "Client.send", send), (module_name, "AsyncClient.send", async_send)]
+    transport = transport_patches(_TRANSPORTS.get(module_name, ""))
+    send, async_send = make_send_wrappers(library, module_name, hooked=bool(transport))
+    return [
+        (module_name, "Client.send", send),
+        (module_name, "AsyncClient.send", async_send),
+        *transport,
+    ]
+
+
+def _marking(slot: int, before: bool) -> tuple[Any, Any]:
+    """(sync, async) wrappers of a connection step ``step(self, request, ...)`` that note the
+    moment it starts (``before``) or returns in ``moments[slot]`` of a traced request's recorder:
+    the phases are worked out from them once, when the request returns."""
+    monotonic = time.monotonic
+
+    def make(original: Any) -> Any:
+        def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            recorder = request.extensions.get(_RECORDER_KEY)
+            if recorder is None:
+                return original(self, request, *args, **kwargs)
+            if before:
+                recorder.moments[slot] = monotonic()
+                return original(self, request, *args, **kwargs)
+            result = original(self, request, *args, **kwargs)
+            recorder.moments[slot] = monotonic()
+            return result
+
+        return step
+
+    def make_async(original: Any) -> Any:
+        async def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            recorder = request.extensions.get(_RECORDER_KEY)
+            if recorder is None:
+                return await original(self, request, *args, **kwargs)
+            if before:
+                recorder.moments[slot] = monotonic()
+                return await original(self, request, *args, **kwargs)
+            result = await original(self, request, *args, **kwargs)
+            recorder.moments[slot] = monotonic()
+            return result
+
+        return step
+
+    return direct_method(make), direct_method(make_async)
+
+
+def _plain_tcp(connection: Any) -> bool:
+    """Whether an ``HTTPConnection`` opens a plain TCP connection (no TLS, no Unix socket)."""
+    origin = getattr(connection, "_origin", None)
+    return (
+        origin is not None
+        and getattr(origin, "scheme", None) == b"http"
+        and getattr(connection, "_uds", True) is None
+    )
+
+
+def _tracing(restore: bool) -> tuple[Any, Any]:
+    """(sync, async) wrappers of a connection step ``step(self, request, ...)`` that install a
+    traced request's recorder as its ``trace`` extension while the step runs (``restore``), or
+    for the rest of the request: the events of what the step does reach the recorder."""
+
+    def install(request: Any) -> tuple[Any, Any] | None:
+        extensions = request.extensions
+        recorder = extensions.get(_RECORDER_KEY)
+        if recorder is None:
+            return None
+        extensions["trace"] = recorder
+        return extensions, recorder.existing
+
+    def uninstall(installed: tuple[Any, Any]) -> None:
+        extensions, existing = installed
+        if existing is None:
+            extensions.pop("trace", None)
+        else:
+            extensions["trace"] = existing
+
+    def make(original: Any) -> Any:
+        def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            if restore and _plain_tcp(self):
+                # No TLS to tell apart: the step is the connect.
+                recorder = request.extensions.get(_RECORDER_KEY)
+                if recorder is None:
+                    return original(self, request, *args, **kwargs)
+                started = time.monotonic()
+                stream = original(self, request, *args, **kwargs)
+                recorder.set(semconv.HTTP_CONNECT, time.monotonic() - started)
+                return stream
+            installed = install(request)
+            if installed is None or not restore:
+                return original(self, request, *args, **kwargs)
+            try:
+                return original(self, request, *args, **kwargs)
+            finally:
+                uninstall(installed)
+
+        return step
+
+    def make_async(original: Any) -> Any:
+        async def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+            if restore and _plain_tcp(self):
+                recorder = request.extensions.get(_RECORDER_KEY)
+                if recorder is None:
+                    return await original(self, request, *args, **kwargs)
+                started = time.monotonic()
+                stream = await original(self, request, *args, **kwargs)
+                recorder.set(semconv.HTTP_CONNECT, time.monotonic() - started)
+                return stream
+            installed = install(request)
+            if installed is None or not restore:
+                return await original(self, request, *args, **kwargs)
+            try:
+                return await original(self, request, *args, **kwargs)
+            finally:
+                uninstall(installed)
+
+        return step
+
+    return direct_method(make), direct_method(make_async)
+
+
+def _closing(h11: Any) -> tuple[Any, Any]:
+    """(sync, async) wrappers of an HTTP/1.1 response body's ``close``/``aclose``: the body is
+    complete when the server's side of the exchange is done (a body closed before its end is
+    not)."""
+
+    def complete(body: Any) -> None:
+        request = getattr(body, "_request", None)
+        recorder = request.extensions.get(_RECORDER_KEY) if request is not None else None
+        if recorder is None or getattr(body, "_closed", True):
+            return
+        try:
+            done = body._connection._h11_state.their_state is h11.DONE
+        except AttributeError:
+            return
+        if done:
+            recorder.record(_BODY_COMPLETE)
+
+    def make(original: Any) -> Any:
+        def close(self: Any, *args: Any, **kwargs: Any) -> Any:
+            complete(self)
+            return original(self, *args, **kwargs)
+
+        return close
+
+    def make_async(original: Any) -> Any:
+        async def aclose(self: Any, *args: Any, **kwargs: Any) -> Any:
+            complete(self)
+            return await original(self, *args, **kwargs)
+
+        return aclose
+
+    return direct_method(make), direct_method(make_async)
+
+
+_BODY_COMPLETE = _PHASE_EVENTS["receive_response_body.complete"]
+
+# (module under the transport package, sync class, async class, attribute, what wraps it)
+_TRANSPORT_STEPS: list[tuple[str, str, str, str, str]] = [
+    ("connection", "HTTPConnection", "AsyncHTTPConnection", "_connect", "connect"),
+    ("http11", "HTTP11Connection", "AsyncHTTP11Connection", "_send_request_headers", "headers"),
+    ("http11", "HTTP11Connection", "AsyncHTTP11Connection", "_send_request_body", "body"),
+    (
+        "http11",
+        "HTTP11Connection",
+        "AsyncHTTP11Connection",
+        "_receive_response_headers",
+        "response",
+    ),
+    # (The async module names its body class as the sync one does.)
+    ("http11", "HTTP11ConnectionByteStream", "HTTP11ConnectionByteStream", "", "close"),
+    ("http2", "HTTP2Connection", "AsyncHTTP2Connection", "handle_request", "http2"),
+]
+
+
+def transport_patches(package: str) -> list[tuple[str, str, Any]]:
+    """The rows that hook the steps of ``package``'s (``httpcore``/``httpcore2``) connections, or
+    none when one of the HTTP/1.1 and connection steps is missing in this version (the request's
+    ``trace`` extension reports the phases then). HTTP/2 is optional (it needs ``h2``)."""
+    if not package:
+        return []
+    try:
+        h11 = importlib.import_module("h11")
+        modules = {
+            name: (
+                importlib.import_module(f"{package}._sync.{name}"),
+                importlib.import_module(f"{package}._async.{name}"),
+            )
+            for name in ("connection", "http11")
+        }
+    except ImportError:
+        return []
+    wrappers = {
+        "connect": _tracing(restore=True),
+        "headers": _marking(2, before=True),
+        "body": _marking(3, before=False),
+        "response": _marking(4, before=False),
+        "close": _closing(h11),
+        "http2": _tracing(restore=False),
+    }
+    rows: list[tuple[str, str, Any]] = []
+    for module, sync_class, async_class, attribute, kind in _TRANSPORT_STEPS:
+        sync_wrapper, async_wrapper = wrappers[kind]
+        for side, class_name, wrapper in (
+            ("_sync", sync_class, sync_wrapper),
+            ("_async", async_class, async_wrapper),
+        ):
+            name = attribute or ("close" if side == "_sync" else "aclose")
+            if module in modules:
+                owner = getattr(modules[module][side == "_async"], class_name, None)
+                if owner is None or not callable(owner.__dict__.get(name)):
+                    logger.debug(
+                        "llmtrace: %s has no %s.%s; trace extension used", package, class_name, name
+                    )
+                    return []
+            rows.append((f"{package}.{side}.{module}", f"{class_name}.{name}", wrapper))
+    return rows
 
 
 def client_instrumentor(library: str, supported: str, doc: str) -> type[Any]:

@@ -36,6 +36,7 @@ from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
     current_model_call,
+    direct_method,
     enter_model_call,
     get_tracer,
     leave_model_call,
@@ -339,7 +340,9 @@ def request_patches(module_name: str, planner: Planner) -> list[tuple[str, str, 
 
 
 def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
-    """wrapt wrappers for ``SyncAPIClient.request`` and ``AsyncAPIClient.request``."""
+    """Wrappers for ``SyncAPIClient.request`` and ``AsyncAPIClient.request``: wrapt-style
+    (``wrapper(wrapped, instance, args, kwargs)``), and each builds a direct replacement of the
+    plain method (see :class:`~llmtrace.instrumentation._base.DirectWrapper`)."""
 
     def prepare(instance: Any, args: Any, kwargs: Any) -> tuple[Plan, ModelCall] | None:
         if current_model_call() is not None or not should_trace():
@@ -360,24 +363,34 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             log_once(logger, "model call span start failed")
             return None
 
-    def request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        prepared = prepare(instance, args, kwargs)
-        if prepared is None:
-            return wrapped(*args, **kwargs)
-        plan, call = prepared
-        call_args = plan.args if plan.args is not None else args
-        call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
-        return call_model(call, wrapped, call_args, call_kwargs, _finish, plan, types)
+    def make_request(original: Any) -> Any:
+        def request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            prepared = prepare(self, args, kwargs)
+            if prepared is None:
+                return original(self, *args, **kwargs)
+            plan, call = prepared
+            call_args = plan.args if plan.args is not None else args
+            call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+            return call_model(call, original, (self, *call_args), call_kwargs, _finish, plan, types)
 
-    async def async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        prepared = prepare(instance, args, kwargs)
-        if prepared is None:
-            return await wrapped(*args, **kwargs)
-        plan, call = prepared
-        call_args = plan.args if plan.args is not None else args
-        call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
-        return await acall_model(call, wrapped, call_args, call_kwargs, _finish, plan, types)
+        return request
 
+    def make_async_request(original: Any) -> Any:
+        async def async_request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            prepared = prepare(self, args, kwargs)
+            if prepared is None:
+                return await original(self, *args, **kwargs)
+            plan, call = prepared
+            call_args = plan.args if plan.args is not None else args
+            call_kwargs = plan.kwargs if plan.kwargs is not None else kwargs
+            return await acall_model(
+                call, original, (self, *call_args), call_kwargs, _finish, plan, types
+            )
+
+        return async_request
+
+    request = direct_method(make_request)
+    async_request = direct_method(make_async_request)
     return request, async_request
 
 
