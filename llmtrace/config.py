@@ -94,6 +94,9 @@ _request_metrics: RequestMetricsProcessor | None = None
 _atexit_registered = False
 # Read on every decorated call: True only while llmtrace's own provider samples nothing.
 drop_all = False
+# True while llmtrace's own provider records the traces its sampler drops (for the request
+# breakdown): instrumentation gates may then start spans under an unsampled parent.
+record_unsampled = False
 
 
 def _sampler(s: Settings) -> Sampler:
@@ -192,7 +195,7 @@ def init(
     and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
     ``request_metrics`` / ``request_metrics_unsampled``: see the module docstring.
     """
-    global _owned_provider, _atexit_registered, drop_all, _request_metrics
+    global _owned_provider, _atexit_registered, drop_all, _request_metrics, record_unsampled
     with _lock:
         if initialized():
             logger.debug("llmtrace.init() called again; the first configuration stays")
@@ -239,7 +242,7 @@ def init(
         s = replace(s, **overrides)
         validate(s)
         request_options = options_from(request_metrics, unsampled=request_metrics_unsampled)
-        record_unsampled = request_options.unsampled and request_options.enabled is not False
+        wants_unsampled = request_options.unsampled and request_options.enabled is not False
         if sampler is not None and not isinstance(sampler, Sampler):
             from llmtrace.errors import ConfigError
 
@@ -262,7 +265,7 @@ def init(
             _warn_ineffective(service_name, resource_attributes, sample_ratio, sampler)
         else:
             chosen = sampler or _sampler(s)
-            _own_provider(_resource(s), RecordUnsampled(chosen) if record_unsampled else chosen)
+            _own_provider(_resource(s), RecordUnsampled(chosen) if wants_unsampled else chosen)
             provider = _owned_provider  # type: ignore[assignment]
             add_exporter = True
 
@@ -285,13 +288,14 @@ def init(
 
         if add_exporter and resolved_exporter(s) == "otlp":
             _install_metrics(s, resource, request_options)
-        _request_metrics = _install_request_metrics(provider, request_options, record_unsampled)
+        _request_metrics = _install_request_metrics(provider, request_options, wants_unsampled)
+        record_unsampled = wants_unsampled and provider is _owned_provider
         _activate(s)
         drop_all = (
             provider is _owned_provider
             and sampler is None
             and drops_everything(s)
-            and not record_unsampled
+            and not wants_unsampled
         )
         if not _atexit_registered:
             # The SDK provider flushes at exit only when it owns shutdown; a reused provider or an
@@ -393,7 +397,7 @@ def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
 
 
 def _install_request_metrics(
-    provider: TracerProvider, options: RequestMetricsOptions, record_unsampled: bool
+    provider: TracerProvider, options: RequestMetricsOptions, unsampled: bool
 ) -> RequestMetricsProcessor | None:
     """Add the request breakdown processor when asked for, or by default when llmtrace exports
     metrics itself; it is stopped and detached with the processors ``init()`` was given."""
@@ -403,13 +407,13 @@ def _install_request_metrics(
     if enabled is None:
         enabled = _owned_meter_provider is not None and meter_provider_set()
     if not enabled:
-        if record_unsampled:
+        if unsampled:
             logger.warning(
                 "llmtrace: request_metrics_unsampled is set but request metrics are off "
                 "(request_metrics=True turns them on); unsampled spans are recorded for nothing"
             )
         return None
-    if record_unsampled and provider is not _owned_provider:
+    if unsampled and provider is not _owned_provider:
         logger.warning(
             "llmtrace: request_metrics_unsampled needs llmtrace's own TracerProvider; the "
             "application's sampler decides which requests are counted"
@@ -511,7 +515,7 @@ def force_flush(timeout_millis: int = 30000) -> bool:
 def shutdown() -> None:
     """Flush and stop llmtrace's exporters (waiting at most ``shutdown_timeout`` seconds) and
     undo its instrumentation."""
-    global drop_all, _request_metrics
+    global drop_all, _request_metrics, record_unsampled
     with _lock:
         s = _settings_in_force()
         if s is None:
@@ -526,6 +530,7 @@ def shutdown() -> None:
         _activate(None)
         drop_all = False
         _request_metrics = None
+        record_unsampled = False
 
 
 def _stop_all(s: Settings, meters: bool) -> None:
