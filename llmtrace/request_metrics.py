@@ -36,7 +36,17 @@ request. Sum stage times within one service, never across services.
 Sampling: the processor sees only spans the sampler records. With ``unsampled=True`` (opt-in)
 ``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
 request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
-measures it).
+measures it: on a busy 2-core machine about 55 us per request of seven spans with the traces
+dropped, 190 us with them recorded and broken down). While it is on, ``config.record_unsampled``
+is True: llmtrace's instrumentation gates skip children of an unsampled parent, and must read it
+to start them under a parent that is recorded but not sampled; until they do, an unsampled
+request is counted with its true duration but its children's time counts as its root's stage.
+
+Cost, measured by ``benchmarks/overhead_core.py``: converting a span as it ends is a few
+microseconds; at the root's end the breakdown of a seven-span request takes about 30 us and
+its eleven histogram points through the OpenTelemetry SDK about 130 us (the SDK's per-point
+cost, attribute cleaning and hashing, dominates), in all about 70% of what the request's spans
+cost to create and export: over the 10% aimed at.
 """
 
 from __future__ import annotations
