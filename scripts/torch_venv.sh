@@ -3,7 +3,7 @@
 # real library (tests/providers/test_sentence_transformers_real.py): sentence-transformers and
 # transformers on Debian's CPU build of torch, with the real all-MiniLM-L6-v2 weights.
 # Idempotent: a stamp keyed on this script, Debian's torch and the OpenTelemetry versions of .venv;
-# a second run with nothing changed takes a second or two.
+# a second run with nothing changed takes under a second.
 #
 # Why a separate environment: PyPI's torch for Linux is the CUDA build, which cannot be imported
 # without its nvidia-* packages; .venv never installs torch. Two ways were measured on this kind
