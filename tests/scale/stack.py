@@ -5,6 +5,7 @@ targets and interval changed."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -56,3 +57,14 @@ def prometheus(
         log_dir,
     )
     return process, url
+
+
+def llmtrace_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m llmtrace ARGS`` to completion, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "llmtrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,15 +78,8 @@ def test_an_app_exports_its_request_breakdown_to_the_collector(
             if body["data"]["result"] or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        report = subprocess.run(
-            [
-                *(sys.executable, "-m", "llmtrace", "report", "--format", "json"),
-                *("--prometheus", url, "--service", "scale-export-app"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        report = stack.llmtrace_cli(
+            *("report", "--format", "json"), *("--prometheus", url, "--service", "scale-export-app")
         )
     assert report.returncode == 0, report.stderr
     figures = json.loads(report.stdout)

@@ -159,13 +159,7 @@ def _run_apps(fleet: Fleet, files: Path) -> None:
 
 
 def _report(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "llmtrace", "report", *args, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = stack.llmtrace_cli("report", *args, "--format", "json")
     assert done.returncode == 0, done.stderr
     data: dict[str, Any] = json.loads(done.stdout)
     return data
@@ -248,28 +242,16 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     assert route["stages"]["retrieval"] == slow["stages"]["retrieval"]
 
     # the table, as a person reads it
-    table = subprocess.run(
-        [sys.executable, "-m", "llmtrace", "report", "--prometheus", fleet.prometheus_url],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    table = stack.llmtrace_cli("report", "--prometheus", fleet.prometheus_url)
     assert table.returncode == 0, table.stderr
     assert "retrieval" in table.stdout and "figures from Prometheus" in table.stderr
 
     # compare two windows of the same metrics: the slow service against the fast one's figures
     # is not possible in one window, so the same window twice: no change, figures equal
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "llmtrace", "compare", "--format", "json"),
-            *("--prometheus", fleet.prometheus_url, "--service", "rag-slow"),
-            *("--baseline-window", "10m", "--window", "10m@now"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = stack.llmtrace_cli(
+        *("compare", "--format", "json"),
+        *("--prometheus", fleet.prometheus_url, "--service", "rag-slow"),
+        *("--baseline-window", "10m", "--window", "10m@now"),
     )
     assert done.returncode == 0, done.stderr
     comparison = json.loads(done.stdout)
@@ -277,16 +259,10 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     retrieval = comparison["series"]["retrieval"]["p50"]
     assert retrieval["baseline"] == retrieval["candidate"] == slow["stages"]["retrieval"]["p50"]
     # an earlier window, before any request: said in one line, not a traceback
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "llmtrace", "compare"),
-            *("--prometheus", fleet.prometheus_url),
-            *("--baseline-window", "1m@30m", "--window", "10m"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = stack.llmtrace_cli(
+        "compare",
+        *("--prometheus", fleet.prometheus_url),
+        *("--baseline-window", "1m@30m", "--window", "10m"),
     )
     assert done.returncode == 2
     assert "no requests" in done.stderr
