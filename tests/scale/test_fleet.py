@@ -240,6 +240,12 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     assert fast["traces"] == 2 * REQUESTS
     assert slow["stages"]["retrieval"]["p50"] >= 0.15 > 0.1 > fast["stages"]["retrieval"]["p50"]
     assert route["stages"]["retrieval"] == slow["stages"]["retrieval"]
+    model = _report(
+        "--prometheus", fleet.prometheus_url, "--lookback", "10m", "--model", "tiny-chat"
+    )
+    assert model["traces"] == sent
+    unknown = stack.llmtrace_cli("report", "--prometheus", fleet.prometheus_url, "--model", "x")
+    assert unknown.returncode == 2 and "no requests" in unknown.stderr
 
     # the table, as a person reads it
     table = stack.llmtrace_cli("report", "--prometheus", fleet.prometheus_url)
