@@ -457,6 +457,25 @@ def test_metrics_carry_the_groq_provider(server, spans, instrumented, metric_rea
     assert all(point.attributes[sc.GEN_AI_PROVIDER_NAME] == "groq" for _, point in points)
 
 
+def test_groq_and_openai_instrumented_together_each_name_their_provider(
+    server, spans, instrumented, monkeypatch
+):
+    """LLMTRACE_PROVIDER_NAME names unknown OpenAI-compatible endpoints; Groq's client is Groq."""
+    import openai
+
+    monkeypatch.setenv("LLMTRACE_PROVIDER_NAME", "vllm")
+    options.reload()
+    registry.instrument(["openai", "httpx2"])
+    _client(server).chat.completions.create(model="g", messages=MESSAGES)
+    openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0).chat.completions.create(
+        model="o", messages=MESSAGES
+    )
+    by_model = {s.attributes[sc.GEN_AI_REQUEST_MODEL]: s for s in model_spans(spans)}
+    assert set(by_model) == {"g", "o"}
+    assert by_model["g"].attributes[sc.GEN_AI_PROVIDER_NAME] == "groq"
+    assert by_model["o"].attributes[sc.GEN_AI_PROVIDER_NAME] == "vllm"
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
