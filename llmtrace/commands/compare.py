@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "statistic (by default 'not enough data' never fails)",
     )
     add_source_arguments(parser)
-    add_prometheus_arguments(parser)
+    add_prometheus_arguments(parser, "windows: --baseline-window and --window")
     for flag, side in (("--baseline-window", "the baseline"), ("--window", "the candidate")):
         parser.add_argument(
             flag,

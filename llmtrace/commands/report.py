@@ -157,14 +157,16 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", metavar="NAME", help="only the traces of this benchmark run")
 
 
-def add_prometheus_arguments(parser: argparse.ArgumentParser) -> None:
+def add_prometheus_arguments(
+    parser: argparse.ArgumentParser,
+    window: str = "window: --lookback (default 1h) or --since/--until",
+) -> None:
     """``--prometheus URL`` and the filters only the request metrics carry."""
     parser.add_argument(
         "--prometheus",
         metavar="URL",
         help="read the request metrics every replica exported (llmtrace.request_metrics) from "
-        "this Prometheus (http://localhost:9090) instead of traces; window: --lookback (default "
-        "1h) or --since/--until",
+        f"this Prometheus (http://localhost:9090) instead of traces; {window}",
     )
     parser.add_argument("--route", help="with --prometheus: only requests of this route or root")
     parser.add_argument("--model", help="with --prometheus: only requests whose main model is this")
