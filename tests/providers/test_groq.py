@@ -35,7 +35,7 @@ from tests.instrumentation.conftest import model_spans
 from tests.servers import groq as wire
 from tests.servers.fixtures import cassettes, sse_events
 from tests.servers.model_server import ModelServer
-from tests.subprocesses import clean_environment, run
+from tests.subprocesses import clean_environment, run, run_instrumented_app
 
 MESSAGES = [{"role": "user", "content": "Tell me a joke about opentelemetry"}]
 API_KEY = "gsk-test-secret-key"
@@ -642,6 +642,41 @@ def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
         - wire.TIMINGS["prompt_time"]
     )
     assert "gsk-from-env" not in traces_file.read_text()
+
+
+ENTRY_POINT_APP = """
+import sys
+
+import groq
+
+client = groq.Groq(base_url=sys.argv[1], api_key="gsk-entry-point", max_retries=0)
+messages = [{"role": "user", "content": "hi"}]
+client.chat.completions.create(model="m", messages=messages)
+for _chunk in client.chat.completions.create(model="m", messages=messages, stream=True):
+    pass
+"""
+
+
+def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
+    """``opentelemetry-instrument`` loads llmtrace's entry point (and OpenTelemetry's own httpx
+    instrumentation, installed here): each Groq call has one model span, llmtrace's."""
+    done, traces = run_instrumented_app(ENTRY_POINT_APP, tmp_path, "groq-app", server.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    spans = []
+    for line in traces.read_text().splitlines():
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                spans += [(scope["scope"]["name"], span) for span in scope["spans"]]
+    models = [span for scope, span in spans if scope == "llmtrace"]
+    assert [span["name"] for span in models] == ["chat m", "chat m"]
+    model_ids = {span["spanId"] for span in models}
+    # Any other span (OpenTelemetry's HTTP client span) sits under a model span.
+    assert all(span["parentSpanId"] in model_ids for scope, span in spans if scope != "llmtrace")
+    for span in models:
+        attributes = {a["key"]: a["value"] for a in span["attributes"]}
+        assert attributes[sc.GEN_AI_PROVIDER_NAME] == {"stringValue": "groq"}
+        assert attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == {"intValue": "4"}
+    assert "gsk-entry-point" not in traces.read_text()
 
 
 # --- replay -----------------------------------------------------------------------------------
