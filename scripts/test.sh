@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what it needs, then lint, types and pytest.
 #   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
-#   2. Jaeger v2 and the OpenTelemetry Collector built from source (scripts/backends.sh, cached)
+#   2. Jaeger v2, the OpenTelemetry Collector and Prometheus built from source (scripts/backends.sh,
+#      cached)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
 #   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
@@ -13,8 +14,8 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
 
 bash scripts/setup.sh
-log "backends (Jaeger v2, OpenTelemetry Collector)"
-bash scripts/backends.sh >/dev/null
+log "backends (Jaeger v2, OpenTelemetry Collector, Prometheus for tests/scale)"
+bash scripts/backends.sh --with-prometheus >/dev/null
 log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
 bash scripts/peers.sh
 log "torch virtualenv for the real sentence-transformers test (Debian's python3-torch, cached)"
