@@ -222,6 +222,20 @@ def test_reasoning_delta_counts_as_first_token():
     assert parser.has_content(chunk({"reasoning": "Let me think"}))
 
 
+def test_server_timings_are_read_only_when_reported_and_valid():
+    from groq.types import CompletionUsage
+
+    from llmtrace.instrumentation.groq import server_timings
+
+    counts = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    assert server_timings(None) == {}
+    assert server_timings(CompletionUsage(**counts)) == {}  # another server, no timings
+    assert server_timings({**counts, "queue_time": -1.0, "prompt_time": True}) == {}
+    assert server_timings(CompletionUsage(**counts, queue_time=0.5, total_time=0.25)) == {
+        sc.SERVER_QUEUE_TIME: 0.5
+    }
+
+
 async def test_async_call_and_stream(server, spans, instrumented):
     client = _async_client(server)
     await client.chat.completions.create(model="m", messages=MESSAGES)
