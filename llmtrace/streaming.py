@@ -179,11 +179,11 @@ class StreamRecorder:
             if self.collected:
                 attributes.update(self.collected)
             # What the parser sets is gathered with the rest, for one call to set them all.
-            gathered = _GatheredAttributes(span, attributes)
+            gathered = GatheredAttributes(span, attributes)
             try:
                 self.parser.finish(gathered)  # type: ignore[arg-type]
             finally:
-                span.set_attributes(attributes)
+                set_span_attributes(span, attributes)
             if how == "completed":
                 span.set_status(STATUS_OK)
             elif how == "error" and exc is not None:
@@ -206,7 +206,90 @@ class StreamRecorder:
             self.end("error", exc)
 
 
-class _GatheredAttributes:
+_PLAIN_VALUES = frozenset((str, int, float, bool))
+# (span class, attribute store class) this SDK is known to take values into directly; None
+# until the first call decides, False when it does not.
+_direct_store: tuple[type, type] | bool | None = None
+
+
+def set_span_attributes(span: Span, attributes: dict[str, Any]) -> None:
+    """``span.set_attributes(attributes)``, for less when ``span`` is the OpenTelemetry SDK's.
+
+    The SDK checks and copies each value in Python, one call or more per attribute: about as
+    much as llmtrace's own work on a model call for the attributes it records at the end. When
+    every value is already what the SDK would keep (a str, int, float or bool, or a list or
+    tuple of those, kept as a tuple), the span is not ended, and its limits leave the values as
+    they are (no string length limit, room for them all), they go into the span's attribute
+    store at once, under the span's lock; otherwise, and with any other span, the values go
+    through ``set_attributes``. Whether this SDK keeps its attributes where they are looked
+    for is checked once, on a span of its own.
+    """
+    store = getattr(span, "_attributes", None)
+    kinds = _direct_store if _direct_store is not None else _probe_direct_store()
+    if kinds and span.__class__ is kinds[0] and store.__class__ is kinds[1]:  # type: ignore[index]
+        values = _plain(attributes)
+        if (
+            values is not None
+            and store.max_value_len is None  # type: ignore[union-attr]
+            and (
+                store.maxlen is None  # type: ignore[union-attr]
+                or len(store) + len(values) <= store.maxlen  # type: ignore[union-attr,arg-type]
+            )
+        ):
+            with span._lock:  # type: ignore[attr-defined]
+                if span._end_time is None:  # type: ignore[attr-defined]
+                    store._dict.update(values)  # type: ignore[union-attr]
+                    return
+    span.set_attributes(attributes)
+
+
+def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
+    """The attributes as the SDK would keep them (sequences as tuples), or None when one of
+    them needs the SDK's own checks."""
+    plain = _PLAIN_VALUES
+    values: dict[str, Any] | None = None
+    for key, value in attributes.items():
+        cls = value.__class__
+        if cls in plain:
+            continue
+        if (cls is list or cls is tuple) and all(item.__class__ in plain for item in value):
+            if values is None:
+                values = dict(attributes)
+            values[key] = tuple(value)
+            continue
+        return None
+    return attributes if values is None else values
+
+
+def _probe_direct_store() -> tuple[type, type] | bool:
+    """Whether this SDK keeps a span's attributes in ``_attributes._dict``, read back through
+    ``span.attributes``: checked once on a span of a private provider."""
+    global _direct_store
+    kinds: tuple[type, type] | bool = False
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        probe = TracerProvider().get_tracer("llmtrace.probe").start_span("probe")
+        store = getattr(probe, "_attributes", None)
+        lock = getattr(probe, "_lock", None)
+        if (
+            isinstance(getattr(store, "_dict", None), dict)
+            and hasattr(lock, "__enter__")
+            and hasattr(store, "max_value_len")
+            and hasattr(store, "maxlen")
+            and getattr(probe, "_end_time", False) is None
+        ):
+            store._dict.update({"llmtrace.probe": ("x",)})  # type: ignore[union-attr]
+            probe.end()
+            if dict(getattr(probe, "attributes", None) or {}) == {"llmtrace.probe": ("x",)}:
+                kinds = (probe.__class__, store.__class__)
+    except Exception:
+        logger.debug("llmtrace: attributes go through set_attributes", exc_info=True)
+    _direct_store = kinds
+    return kinds
+
+
+class GatheredAttributes:
     """What a parser's ``finish`` gets for the span: the attributes it sets are added to the
     stream's own, set on the span together once it returns (each call setting attributes on a
     span costs about as much as several attributes); anything else goes to the span itself."""

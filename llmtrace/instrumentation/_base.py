@@ -363,17 +363,28 @@ def provider_calls_under(span: Span) -> int:
     return _watched_model_spans.pop(id(span), 0)
 
 
-def capture_settings() -> tuple[bool, int, Callable[[str], str] | None, bool]:
+CaptureSettings = tuple[bool, int, Callable[[str], str] | None, bool]
+# The settings object last read and what it said (settings are frozen: one object, one answer).
+_last_capture: tuple[object, CaptureSettings] = (None, (False, 0, None, False))
+
+
+def capture_settings() -> CaptureSettings:
     """(capture_content, content_max_bytes, redact, inject_stream_usage) from the active settings."""
+    global _last_capture
     try:
         active = settings()
-        return (
+        last = _last_capture
+        if last[0] is active:
+            return last[1]
+        answer = (
             # A budget of 0 bytes captures nothing, streamed or not.
             active.capture_content and active.content_max_bytes > 0,
             active.content_max_bytes,
             active.redact,
             active.inject_stream_usage,
         )
+        _last_capture = (active, answer)
+        return answer
     except Exception:
         logger.debug("llmtrace: settings unavailable; content capture off", exc_info=True)
         return False, 0, None, False

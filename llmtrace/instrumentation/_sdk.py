@@ -47,10 +47,12 @@ from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
     STATUS_OK,
     ChunkParser,
+    GatheredAttributes,
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
     end_model_span,
+    set_span_attributes,
 )
 
 logger = logging.getLogger(__name__)
@@ -185,12 +187,76 @@ class SDKTypes:
     async_streams: tuple[type, ...]
 
 
+def start_client_span(name: str, attributes: dict[str, Any]) -> Span:
+    """``get_tracer().start_span(name, kind=CLIENT, attributes=attributes)``, for less.
+
+    When the tracer's sampler is one of the SDK's own, which never look at attributes (the
+    default parent-based always-on, always on or off, trace-id ratio, and parent-based ones
+    made of those), the span starts without them and they are set right after through
+    :func:`~llmtrace.streaming.set_span_attributes`, which skips the SDK's per-value copy; the
+    span ends up with the same attributes. Any other sampler gets them to decide on.
+    """
+    tracer = get_tracer()
+    if _attribute_blind(tracer):
+        span = tracer.start_span(name, kind=SpanKind.CLIENT)
+        set_span_attributes(span, attributes)
+        return span
+    return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+
+
+# Sampler -> whether it decides without looking at attributes (the last one asked).
+_last_sampler: list[Any] = [None, False]
+_PARENT_BASED_DELEGATES = (
+    "_root",
+    "_remote_parent_sampled",
+    "_remote_parent_not_sampled",
+    "_local_parent_sampled",
+    "_local_parent_not_sampled",
+)
+
+
+def _attribute_blind(tracer: Any) -> bool:
+    # A proxy tracer (taken before the provider was set) follows the real one in ``_tracer``.
+    sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)
+    if sampler is None:
+        return False
+    last = _last_sampler
+    if last[0] is sampler:
+        return bool(last[1])
+    try:
+        from opentelemetry.sdk.trace import sampling
+
+        blind = (sampling.StaticSampler, sampling.TraceIdRatioBased)
+        if isinstance(sampler, sampling.ParentBased) and type(sampler).should_sample is (
+            sampling.ParentBased.should_sample
+        ):
+            delegates = [getattr(sampler, name, None) for name in _PARENT_BASED_DELEGATES]
+        else:
+            delegates = [sampler]
+        # The SDK's own classes only: a subclass elsewhere may look at attributes.
+        answer = all(
+            type(delegate).__module__ == sampling.__name__ and isinstance(delegate, blind)
+            for delegate in delegates
+        )
+    except Exception:
+        answer = False
+    last[0], last[1] = sampler, answer
+    return answer
+
+
 def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     span = call.span
     try:
         collected = call.take_collected()
         if span.is_recording():
-            plan.record_response(span, response, collected)
+            # What the provider sets is gathered, to be set at once (see set_span_attributes).
+            attributes: dict[str, Any] = {}
+            gathered = GatheredAttributes(span, attributes)
+            try:
+                plan.record_response(gathered, response, collected)  # type: ignore[arg-type]
+            finally:
+                if attributes:
+                    set_span_attributes(span, attributes)
         span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "model response recording failed")
@@ -352,9 +418,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
             if plan is None:
                 return None
             started_at = time.monotonic()
-            span = get_tracer().start_span(
-                plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
-            )
+            span = start_client_span(plan.span_name, plan.attributes)
             note_provider_call()
             call = ModelCall(span, started_at)
             call.collected = {}
