@@ -128,7 +128,9 @@ def test_an_error_keeps_its_type_and_message(spans, collection) -> None:
     with pytest.raises(Exception) as traced:
         collection.query(query_embeddings=wrong_dimension, n_results=1)
     with pytest.raises(Exception) as untraced:
-        collection.query.__wrapped__(query_embeddings=wrong_dimension, n_results=1)
+        type(collection).query.__wrapped__(
+            collection, query_embeddings=wrong_dimension, n_results=1
+        )
 
     assert type(traced.value) is type(untraced.value)
     assert str(traced.value) == str(untraced.value)

@@ -115,7 +115,7 @@ def test_an_error_keeps_its_type_and_message(spans, client: QdrantClient) -> Non
     with pytest.raises(Exception) as traced:
         client.query_points("missing", query=QUERY)
     with pytest.raises(Exception) as untraced:
-        client.query_points.__wrapped__("missing", query=QUERY)
+        type(client).query_points.__wrapped__(client, "missing", query=QUERY)
 
     assert type(traced.value) is type(untraced.value)
     assert str(traced.value) == str(untraced.value)
