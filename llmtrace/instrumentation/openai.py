@@ -281,18 +281,20 @@ class ChatChunkParser:
         self.timings: Any = None
 
     def has_content(self, chunk: Any) -> bool:
+        # field_of, not getattr: a field a model lacks (reasoning_content on OpenAI's own deltas,
+        # delta on a legacy completion's choice) costs a raised AttributeError through pydantic.
         for choice in chunk.choices or ():
-            delta = getattr(choice, "delta", None)
+            delta = field_of(choice, "delta")
             if delta is None:
-                if getattr(choice, "text", None):
+                if field_of(choice, "text"):
                     return True
                 continue
             if (
                 delta.content
                 or delta.tool_calls
-                or getattr(delta, "function_call", None)
-                or getattr(delta, "refusal", None)
-                or getattr(delta, "reasoning_content", None)
+                or field_of(delta, "function_call")
+                or field_of(delta, "refusal")
+                or field_of(delta, "reasoning_content")
             ):
                 return True
         return False
@@ -314,15 +316,15 @@ class ChatChunkParser:
                 self._reasons[choice.index] = reason
                 self._remember_timings(chunk)
             if self._text is not None and self._text_budget > 0:
-                delta = getattr(choice, "delta", None)
-                text = delta.content if delta is not None else getattr(choice, "text", None)
+                delta = field_of(choice, "delta")
+                text = delta.content if delta is not None else field_of(choice, "text")
                 if text:
                     self._text.append(text)
                     self._text_budget -= len(text.encode("utf-8"))  # a byte budget
 
     def _remember_timings(self, chunk: Any) -> None:
         # llama.cpp's server puts its own prompt/generation timings on the last chunk.
-        timings = getattr(chunk, "timings", None)
+        timings = field_of(chunk, "timings")
         if timings is not None:
             self.timings = timings
 
