@@ -6,10 +6,19 @@ and the commands run from there: the wheel brings the native reader, the sdist i
 it and says so. The openai extra alone traces a call; scripts/test_min_deps.sh runs the lowest
 declared versions. pip's cache serves the dependencies, cargo's cached target directory the
 build, so a warm run takes a minute or two.
+
+Each fresh install is kept in the cache ($LLMTRACE_CACHE/venvs/packaging/), keyed by what was
+installed: the requirement, the contents of the wheel or sdist (file by file, so a rebuild of the
+same tree is the same key), Python's and pip's versions. A run whose wheel and sdist are those of
+the previous run finds the three installs made by it (each a fresh install of exactly these
+files) instead of making them again, about a minute on this machine; any change to llmtrace, its
+metadata or its requirements makes new ones. ``LLMTRACE_FRESH_INSTALLS=1`` always makes new ones.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -96,6 +105,13 @@ class Dist:
     sdist: Path
 
 
+CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
+INSTALLS_CACHE = CACHE / "venvs" / "packaging"
+# Installs of other keys kept per name (the checkout's tree changes between runs; others' runs
+# may still be using an older one)
+KEPT_PER_NAME = 3
+
+
 @dataclass(frozen=True)
 class Install:
     """A fresh virtualenv with one thing pip-installed into it, and what that took."""
@@ -140,6 +156,62 @@ def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
 
 
+def _contents_digest(archive: Path) -> str:
+    """The digest of an archive's member names and bytes (not their times): a rebuild of the
+    same tree gives the same digest."""
+    digest = hashlib.sha256()
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as wheel:
+            for name in sorted(wheel.namelist()):
+                digest.update(name.encode() + b"\0" + wheel.read(name) + b"\0")
+    else:
+        with tarfile.open(archive) as sdist:
+            members = sorted((m for m in sdist.getmembers() if m.isfile()), key=lambda m: m.name)
+            for member in members:
+                content = sdist.extractfile(member)
+                assert content is not None
+                digest.update(member.name.encode() + b"\0" + content.read() + b"\0")
+    return digest.hexdigest()
+
+
+def _install_key(requirement: str, archive: Path) -> str:
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
+    parts = [requirement.replace(archive.as_uri(), "").replace(str(archive), ""), archive.name]
+    parts += [_contents_digest(archive), sys.version, pip]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cached_install(name: str, requirement: str, archive: Path) -> Install:
+    """``fresh_install`` of ``requirement`` (which installs ``archive``), made once per key
+    in the cache; a made install is checked again with ``pip check``."""
+    INSTALLS_CACHE.mkdir(parents=True, exist_ok=True)
+    key = _install_key(requirement, archive)
+    folder = INSTALLS_CACHE / f"{name}-{key}"
+    record = folder / "llmtrace-install.json"
+    with (INSTALLS_CACHE / f"{name}-{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists() and not os.environ.get("LLMTRACE_FRESH_INSTALLS"):
+            made = json.loads(record.read_text())
+            install = Install(folder, made["seconds"], made["added_bytes"])
+            check = install.run("python", "-m", "pip", "check", cwd=folder)
+            assert check.returncode == 0, check.stdout
+            return install
+        shutil.rmtree(folder, ignore_errors=True)
+        install = fresh_install(folder, requirement)
+        made = {"seconds": install.seconds, "added_bytes": install.added_bytes}
+        record.write_text(json.dumps(made))
+    others = sorted(
+        (f for f in INSTALLS_CACHE.glob(f"{name}-*") if f.is_dir() and f != folder),
+        key=lambda f: f.stat().st_mtime,
+    )
+    for old in others[: max(0, len(others) - (KEPT_PER_NAME - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
+        old.with_suffix(".lock").unlink(missing_ok=True)
+    return install
+
+
 def fresh_install(folder: Path, requirement: str) -> Install:
     """``python -m venv`` then ``pip install requirement``, as a user would, without Rust."""
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
@@ -176,18 +248,18 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
 
 
 @pytest.fixture(scope="module")
-def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Install]:
-    """The three fresh installs, made side by side (each mostly waits on pip): the wheel with no
-    extra, the sdist with no extra, the wheel with the openai extra."""
+def installs(dist: Dist) -> dict[str, Install]:
+    """The three fresh installs, made side by side (each mostly waits on pip) or found in the
+    cache: the wheel with no extra, the sdist with no extra, the wheel with the openai extra."""
     requirements = {
-        "wheel": str(dist.wheel),
-        "sdist": str(dist.sdist),
-        "openai": f"llmtrace[openai] @ {dist.wheel.as_uri()}",
+        "wheel": (str(dist.wheel), dist.wheel),
+        "sdist": (str(dist.sdist), dist.sdist),
+        "openai": (f"llmtrace[openai] @ {dist.wheel.as_uri()}", dist.wheel),
     }
     with ThreadPoolExecutor(len(requirements)) as pool:
         futures = {
-            name: pool.submit(fresh_install, tmp_path_factory.mktemp(name) / "v", requirement)
-            for name, requirement in requirements.items()
+            name: pool.submit(cached_install, name, requirement, archive)
+            for name, (requirement, archive) in requirements.items()
         }
         return {name: future.result() for name, future in futures.items()}
 
