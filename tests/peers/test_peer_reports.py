@@ -5,6 +5,10 @@ Each peer runs a small RAG application (``apps/rag_app.py``) in the peers virtua
 are written as OTLP JSON by the OpenTelemetry SDK's own encoder, and the real command line reads
 them, natively and in Python. The same spans, sent as OTLP protobuf to a real Collector, are read
 back from Jaeger and give the same report.
+
+Each peer's application runs once per module, writing its file and sending to the Collector at
+once: both tests of a peer read that one run (the Collector's exporter sends each span as it
+ends, never inside a model call's wait for its first token, which the timing checks measure).
 """
 
 from __future__ import annotations
@@ -105,6 +109,40 @@ def _run_app(
     return path
 
 
+@dataclass(frozen=True)
+class PeerRun:
+    """One run of a peer's application: its trace file, the service its spans reached the
+    Collector as, and the server's own first-token times for its calls."""
+
+    path: Path
+    service: str
+    server_first_tokens: list[float]
+
+
+@pytest.fixture(scope="module")
+def peer_runs() -> dict[str, PeerRun]:
+    """The runs made so far in this module, by peer."""
+    return {}
+
+
+def _peer_run(  # type: ignore[no-untyped-def]
+    peer: str,
+    runs: dict[str, PeerRun],
+    python: Path,
+    model_server: ModelServer,
+    tracing_stack,
+    where: pytest.TempPathFactory,
+) -> PeerRun:
+    """The peer's run, made by the first test that asks for it."""
+    if peer not in runs:
+        _serve(model_server)
+        service = f"rag-{peer}-{uuid.uuid4().hex[:8]}"
+        endpoint = tracing_stack.otlp_grpc_endpoint
+        path = _run_app(peer, python, model_server, where.mktemp(peer), endpoint, service)
+        runs[peer] = PeerRun(path, service, _server_first_tokens(model_server))
+    return runs[peer]
+
+
 def _report(*args: str, native: bool = True) -> dict[str, Any]:
     env = clean_environment(PYTHONPATH=str(REPO), LLMTRACE_NATIVE="1" if native else "0")
     result = subprocess.run(
@@ -157,12 +195,17 @@ def _server_first_tokens(model_server: ModelServer) -> list[float]:
 
 
 @pytest.mark.parametrize("peer", sorted(PEERS))
-def test_a_peers_traces_give_the_breakdown(
-    peer: str, peers_python: Path, model_server: ModelServer, tmp_path: Path
+def test_a_peers_traces_give_the_breakdown(  # type: ignore[no-untyped-def]
+    peer: str,
+    peers_python: Path,
+    peer_runs: dict[str, PeerRun],
+    model_server: ModelServer,
+    tracing_stack,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     expected = PEERS[peer]
-    _serve(model_server)
-    path = _run_app(peer, peers_python, model_server, tmp_path)
+    run = _peer_run(peer, peer_runs, peers_python, model_server, tracing_stack, tmp_path_factory)
+    path = run.path
     report = _report(str(path))
     assert _report(str(path), native=False) == report
     assert report["traces"] == REQUESTS  # one trace per request
@@ -174,7 +217,7 @@ def test_a_peers_traces_give_the_breakdown(
     (usage,) = report["models"].values()
     if expected.usage_on_the_call:
         assert usage["input_tokens"]["p50"] == 10
-    server = _server_first_tokens(model_server)
+    server = run.server_first_tokens
     # the server's own lateness (its sleep overshooting on a busy machine) is part of what the
     # client waits for; loosely bounded, so that the delay is the one injected
     assert max(server) - FIRST_TOKEN < CLIENT_OVERHEAD_MAX, server
@@ -244,12 +287,15 @@ def _spans_in(path: Path) -> int:
 
 @pytest.mark.parametrize("peer", sorted(PEERS))
 def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ignore[no-untyped-def]
-    peer: str, peers_python: Path, model_server: ModelServer, tracing_stack, tmp_path: Path
+    peer: str,
+    peers_python: Path,
+    peer_runs: dict[str, PeerRun],
+    model_server: ModelServer,
+    tracing_stack,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    _serve(model_server)
-    service = f"rag-{peer}-{uuid.uuid4().hex[:8]}"
-    endpoint = tracing_stack.otlp_grpc_endpoint
-    path = _run_app(peer, peers_python, model_server, tmp_path, endpoint, service)
+    run = _peer_run(peer, peer_runs, peers_python, model_server, tracing_stack, tmp_path_factory)
+    path, service = run.path, run.service
     _wait_for(tracing_stack.jaeger_url, service, _spans_in(path))
     from_file = _report(str(path))
     from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, "--lookback", "15m")
