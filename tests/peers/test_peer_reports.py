@@ -125,22 +125,24 @@ def peer_runs() -> dict[str, PeerRun]:
     return {}
 
 
-def _peer_run(  # type: ignore[no-untyped-def]
+@pytest.fixture
+def peer_run(  # type: ignore[no-untyped-def]
     peer: str,
-    runs: dict[str, PeerRun],
-    python: Path,
+    peer_runs: dict[str, PeerRun],
+    peers_python: Path,
     model_server: ModelServer,
     tracing_stack,
-    where: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> PeerRun:
-    """The peer's run, made by the first test that asks for it."""
-    if peer not in runs:
+    """The test's peer's run, made by the first test that asks for it."""
+    if peer not in peer_runs:
         _serve(model_server)
         service = f"rag-{peer}-{uuid.uuid4().hex[:8]}"
         endpoint = tracing_stack.otlp_grpc_endpoint
-        path = _run_app(peer, python, model_server, where.mktemp(peer), endpoint, service)
-        runs[peer] = PeerRun(path, service, _server_first_tokens(model_server))
-    return runs[peer]
+        where = tmp_path_factory.mktemp(peer)
+        path = _run_app(peer, peers_python, model_server, where, endpoint, service)
+        peer_runs[peer] = PeerRun(path, service, _server_first_tokens(model_server))
+    return peer_runs[peer]
 
 
 def _report(*args: str, native: bool = True) -> dict[str, Any]:
@@ -195,17 +197,9 @@ def _server_first_tokens(model_server: ModelServer) -> list[float]:
 
 
 @pytest.mark.parametrize("peer", sorted(PEERS))
-def test_a_peers_traces_give_the_breakdown(  # type: ignore[no-untyped-def]
-    peer: str,
-    peers_python: Path,
-    peer_runs: dict[str, PeerRun],
-    model_server: ModelServer,
-    tracing_stack,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
+def test_a_peers_traces_give_the_breakdown(peer: str, peer_run: PeerRun) -> None:
     expected = PEERS[peer]
-    run = _peer_run(peer, peer_runs, peers_python, model_server, tracing_stack, tmp_path_factory)
-    path = run.path
+    path = peer_run.path
     report = _report(str(path))
     assert _report(str(path), native=False) == report
     assert report["traces"] == REQUESTS  # one trace per request
@@ -217,7 +211,7 @@ def test_a_peers_traces_give_the_breakdown(  # type: ignore[no-untyped-def]
     (usage,) = report["models"].values()
     if expected.usage_on_the_call:
         assert usage["input_tokens"]["p50"] == 10
-    server = run.server_first_tokens
+    server = peer_run.server_first_tokens
     # the server's own lateness (its sleep overshooting on a busy machine) is part of what the
     # client waits for; loosely bounded, so that the delay is the one injected
     assert max(server) - FIRST_TOKEN < CLIENT_OVERHEAD_MAX, server
@@ -287,15 +281,9 @@ def _spans_in(path: Path) -> int:
 
 @pytest.mark.parametrize("peer", sorted(PEERS))
 def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ignore[no-untyped-def]
-    peer: str,
-    peers_python: Path,
-    peer_runs: dict[str, PeerRun],
-    model_server: ModelServer,
-    tracing_stack,
-    tmp_path_factory: pytest.TempPathFactory,
+    peer: str, peer_run: PeerRun, tracing_stack
 ) -> None:
-    run = _peer_run(peer, peer_runs, peers_python, model_server, tracing_stack, tmp_path_factory)
-    path, service = run.path, run.service
+    path, service = peer_run.path, peer_run.service
     _wait_for(tracing_stack.jaeger_url, service, _spans_in(path))
     from_file = _report(str(path))
     from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, "--lookback", "15m")
