@@ -4,7 +4,6 @@ report their file gives: scope names, attributes and events survive the trip."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from llmtrace.analysis.report import build_report
 from llmtrace.analysis.sources import load_traces
 from tests.analysis.conftest import run_llmtrace
 from tests.analysis.peer_shapes import request_lines, shapes
+from tests.backends.fixtures import wait_for_spans
 
 pytestmark = pytest.mark.integration
 
@@ -37,17 +37,6 @@ def _documents(peer: str, service: str) -> list[dict[str, Any]]:
     return documents
 
 
-def _wait_for(jaeger_url: str, service: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        response = httpx.get(f"{jaeger_url}/api/v3/services", timeout=10)
-        if response.status_code == 200 and service in response.json().get("services", []):
-            time.sleep(2)  # the last spans of the last traces land too
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"Jaeger has no service {service} after {timeout} s")
-
-
 def _report(*args: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(run_llmtrace("report", *args, "--format", "json").stdout)
     for key in ("generated_at", "source", "service", "jaeger_url", "slowest", "samples"):
@@ -60,18 +49,22 @@ def test_each_peers_traces_from_jaeger_give_the_files_report(  # type: ignore[no
 ) -> None:
     services = {peer: f"{peer}-{uuid.uuid4().hex[:8]}" for peer in sorted(shapes())}
     files = {}
+    sent = {}
     for peer, service in services.items():
         documents = _documents(peer, service)
         path = tmp_path / f"{peer}.jsonl"
         path.write_text("".join(json.dumps(document) + "\n" for document in documents))
         files[peer] = path
+        sent[peer] = sum(
+            len(scope["spans"]) for d in documents for scope in d["resourceSpans"][0]["scopeSpans"]
+        )
         for document in documents:
             response = httpx.post(
                 f"{tracing_stack.otlp_http_endpoint}/v1/traces", json=document, timeout=10
             )
             assert response.status_code == 200, response.text
     for peer, service in services.items():
-        _wait_for(tracing_stack.jaeger_url, service)
+        wait_for_spans(tracing_stack.jaeger_url, service, sent[peer])
         from_file = _report(str(files[peer]))
         from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, *WINDOW)
         assert from_file["traces"] == REQUESTS

@@ -370,3 +370,28 @@ def tracing_stack(
     """A running OpenTelemetry Collector and Jaeger v2, fed with collector-config/ unchanged."""
     with run_tracing_stack(backends, tmp_path_factory.mktemp("tracing-stack")) as stack:
         yield stack
+
+
+def wait_for_spans(jaeger_url: str, service: str, spans: int, timeout: float = 60) -> None:
+    """Until Jaeger holds ``spans`` spans of the service's traces (every one sent has landed),
+    asking every 0.2 s."""
+    params = {
+        "query.service_name": service,
+        "query.start_time_min": "2000-01-01T00:00:00Z",
+        "query.start_time_max": "2100-01-01T00:00:00Z",
+        "query.num_traces": "1000",
+    }
+    deadline = time.monotonic() + timeout
+    found = 0
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{jaeger_url}/api/v3/traces", params=params, timeout=10)
+        if response.status_code == 200:
+            found = sum(
+                len(scope["spans"])
+                for resource in response.json()["result"]["resourceSpans"]
+                for scope in resource["scopeSpans"]
+            )
+            if found >= spans:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"Jaeger holds {found} of {spans} spans of {service} after {timeout} s")

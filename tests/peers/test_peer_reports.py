@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,9 +24,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.backends.fixtures import wait_for_spans
 from tests.servers.model_server import ModelServer
 from tests.subprocesses import clean_environment, run
 
@@ -233,30 +232,6 @@ def test_a_peers_traces_give_the_breakdown(peer: str, peer_run: PeerRun) -> None
         assert "first-token time not recorded" in advice
 
 
-def _wait_for(jaeger_url: str, service: str, spans: int, timeout: float = 60) -> None:
-    """Until Jaeger holds ``spans`` spans of the service's traces."""
-    params = {
-        "query.service_name": service,
-        "query.start_time_min": "2000-01-01T00:00:00Z",
-        "query.start_time_max": "2100-01-01T00:00:00Z",
-        "query.num_traces": "1000",
-    }
-    deadline = time.monotonic() + timeout
-    found = 0
-    while time.monotonic() < deadline:
-        response = httpx.get(f"{jaeger_url}/api/v3/traces", params=params, timeout=10)
-        if response.status_code == 200:
-            found = sum(
-                len(scope["spans"])
-                for resource in response.json()["result"]["resourceSpans"]
-                for scope in resource["scopeSpans"]
-            )
-            if found >= spans:
-                return
-        time.sleep(0.5)
-    raise AssertionError(f"Jaeger holds {found} of {spans} spans of {service} after {timeout} s")
-
-
 def _differences(a: Any, b: Any, where: str = "") -> list[str]:
     """Where two reports differ, numbers compared to a nanosecond (sums in another order)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -284,7 +259,7 @@ def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ig
     peer: str, peer_run: PeerRun, tracing_stack
 ) -> None:
     path, service = peer_run.path, peer_run.service
-    _wait_for(tracing_stack.jaeger_url, service, _spans_in(path))
+    wait_for_spans(tracing_stack.jaeger_url, service, _spans_in(path))
     from_file = _report(str(path))
     from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, "--lookback", "15m")
     for report in (from_file, from_jaeger):
