@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -81,6 +81,9 @@ from llmtrace.request_metrics import (
     options_from,
 )
 
+if TYPE_CHECKING:
+    from llmtrace.request_histograms import RequestHistograms
+
 logger = logging.getLogger(__name__)
 
 _lock = threading.RLock()
@@ -89,6 +92,8 @@ _owned_provider: TracerProvider | None = None
 _processors: list[CountingProcessor] = []
 _extra_processors: list[SpanProcessor] = []
 _owned_meter_provider: Any = None
+# The request histograms its reader exports (None: the request metrics go through the SDK).
+_owned_request_histograms: RequestHistograms | None = None
 _sampler_switch: _SwitchableSampler | None = None
 _request_metrics: RequestMetricsProcessor | None = None
 _atexit_registered = False
@@ -418,10 +423,16 @@ def _install_request_metrics(
             "llmtrace: request_metrics_unsampled needs llmtrace's own TracerProvider; the "
             "application's sampler decides which requests are counted"
         )
+    from opentelemetry import metrics
+
+    owned = _owned_meter_provider is not None and metrics.get_meter_provider() is (
+        _owned_meter_provider
+    )
     processor = RequestMetricsProcessor(
         max_traces=options.max_traces,
         max_spans=options.max_spans,
         root_timeout=options.root_timeout,
+        histograms=_owned_request_histograms if owned else None,
     )
     provider.add_span_processor(processor)
     _extra_processors.append(processor)
@@ -480,14 +491,28 @@ def _install_metrics(
         )
 
         exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
-    from llmtrace.request_metrics import views
+    from llmtrace.request_histograms import RequestMetricsReader, exporter_temporality
+    from llmtrace.request_metrics import request_histograms, views
 
+    global _owned_request_histograms
+    metrics_resource = _with_instance_id(resource)
+    histogram = request_options.histogram if request_options is not None else "explicit"
+    temporality = exporter_temporality(exporter)
+    reader: PeriodicExportingMetricReader
+    if histogram == "explicit" and temporality is not None:
+        # llmtrace aggregates the request histograms itself: a tenth of the SDK's cost per point
+        _owned_request_histograms = request_histograms()
+        reader = RequestMetricsReader(
+            exporter, _owned_request_histograms, metrics_resource, temporality
+        )
+    else:
+        reader = PeriodicExportingMetricReader(exporter)
     # Shut down by llmtrace's bounded exit, not by the SDK's own unbounded exit handler.
     _owned_meter_provider = MeterProvider(
-        resource=_with_instance_id(resource),
-        metric_readers=[PeriodicExportingMetricReader(exporter)],
+        resource=metrics_resource,
+        metric_readers=[reader],
         shutdown_on_exit=False,
-        views=views(request_options.histogram) if request_options is not None else [],
+        views=views(histogram),
     )
     metrics.set_meter_provider(_owned_meter_provider)
 

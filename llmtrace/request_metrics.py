@@ -77,6 +77,7 @@ from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace
 from llmtrace.analysis.otlp import KEPT_ATTRIBUTES, TABLE_ATTRIBUTES, link_children, yield_to_wire
 from llmtrace.errors import ConfigError
 from llmtrace.options import _parse_bool, _parse_float
+from llmtrace.request_histograms import HistogramSpec, RequestHistograms, Series
 
 logger = logging.getLogger(__name__)
 
@@ -421,6 +422,91 @@ def _duration(span: Span) -> int:
     return span.end - span.start
 
 
+HISTOGRAM_SPECS = (
+    HistogramSpec(
+        REQUEST_DURATION, "s", "Duration of the request's local root span", STAGE_BUCKETS
+    ),
+    HistogramSpec(
+        STAGE_DURATION,
+        "s",
+        "Time of one stage on the request's critical path (stages with time only)",
+        STAGE_BUCKETS,
+    ),
+    HistogramSpec(
+        REQUEST_TTFT,
+        "s",
+        "From the request's start to the first token of its main model call",
+        STAGE_BUCKETS,
+    ),
+    HistogramSpec(
+        REQUEST_TOKENS, "{token}", "Tokens of every model call of the request", TOKEN_BUCKETS
+    ),
+)
+# Recording outside any span context (see RequestMetricsProcessor._record); not empty, since the
+# SDK takes an empty (falsy) context for none given and reads the current one instead.
+_NO_SPAN = Context({"llmtrace.request_metrics": True})
+_LABEL_SETS_HELD = 4096
+
+
+def request_histograms() -> RequestHistograms:
+    """llmtrace's own aggregation of the request histograms (see ``llmtrace.request_histograms``)."""
+    return RequestHistograms(HISTOGRAM_SPECS)
+
+
+class _LabelSet:
+    """The attributes of one request name, model and error type, built once: the dicts handed to
+    the SDK (which copies them), or the series of llmtrace's own histograms."""
+
+    __slots__ = (
+        "duration",
+        "histograms",
+        "input",
+        "input_tokens",
+        "key",
+        "output",
+        "output_tokens",
+        "request",
+        "stage_series",
+        "stages",
+        "ttft",
+    )
+
+    def __init__(
+        self, key: tuple[str, str | None, str | None], histograms: RequestHistograms | None
+    ) -> None:
+        name, model, error = key
+        request: dict[str, Any] = {REQUEST_NAME: name}
+        if model is not None:
+            request[sc.GEN_AI_REQUEST_MODEL] = model
+        if error is not None:
+            request[sc.ERROR_TYPE] = error
+        self.key = key
+        self.request = request
+        self.input = {**request, TOKEN_TYPE: "input"}
+        self.output = {**request, TOKEN_TYPE: "output"}
+        self.stages: dict[str, dict[str, Any]] = {}
+        self.stage_series: dict[str, Series] = {}
+        self.histograms = histograms
+        if histograms is not None:
+            self.duration = histograms.series(REQUEST_DURATION, key, request)
+            self.ttft = histograms.series(REQUEST_TTFT, key, request)
+            self.input_tokens = histograms.series(REQUEST_TOKENS, (key, "input"), self.input)
+            self.output_tokens = histograms.series(REQUEST_TOKENS, (key, "output"), self.output)
+
+    def stage_attributes(self, stage: str) -> dict[str, Any]:
+        found = self.stages.get(stage)
+        if found is None:
+            found = self.stages[stage] = {**self.request, _STAGE: stage}
+        return found
+
+    def stage(self, stage: str) -> Series:
+        assert self.histograms is not None
+        found = self.stage_series[stage] = self.histograms.series(
+            STAGE_DURATION, (self.key, stage), self.stage_attributes(stage)
+        )
+        return found
+
+
 class RequestMetricsProcessor(SpanProcessor):
     """Breaks each local request down when its local root ends and records the figures.
 
@@ -435,6 +521,7 @@ class RequestMetricsProcessor(SpanProcessor):
         max_spans: int = DEFAULT_MAX_SPANS,
         root_timeout: float = DEFAULT_ROOT_TIMEOUT,
         clock: Any = time.monotonic,
+        histograms: RequestHistograms | None = None,
     ) -> None:
         self.max_traces = max_traces
         self.max_spans = max_spans
@@ -446,38 +533,27 @@ class RequestMetricsProcessor(SpanProcessor):
         self.evicted = 0
         self.spans_dropped = 0
         self.recorded = 0
+        self._histograms = histograms
+        self._label_sets: dict[tuple[str, str | None, str | None], _LabelSet] = {}
         meter = (
             meter_provider.get_meter(sc.SCOPE_NAME)
             if meter_provider is not None
             else metrics.get_meter(sc.SCOPE_NAME)
         )
-
-        def histogram(name: str, unit: str, description: str, buckets: Sequence[float]) -> Any:
-            return meter.create_histogram(
-                name,
-                unit=unit,
-                description=description,
-                explicit_bucket_boundaries_advisory=list(buckets),
-            )
-
-        self._duration = histogram(
-            REQUEST_DURATION, "s", "Duration of the request's local root span", STAGE_BUCKETS
-        )
-        self._stage = histogram(
-            STAGE_DURATION,
-            "s",
-            "Time of one stage on the request's critical path (stages with time only)",
-            STAGE_BUCKETS,
-        )
-        self._ttft = histogram(
-            REQUEST_TTFT,
-            "s",
-            "From the request's start to the first token of its main model call",
-            STAGE_BUCKETS,
-        )
-        self._tokens = histogram(
-            REQUEST_TOKENS, "{token}", "Tokens of every model call of the request", TOKEN_BUCKETS
-        )
+        if histograms is None:
+            instruments = {
+                spec.name: meter.create_histogram(
+                    spec.name,
+                    unit=spec.unit,
+                    description=spec.description,
+                    explicit_bucket_boundaries_advisory=list(spec.bounds),
+                )
+                for spec in HISTOGRAM_SPECS
+            }
+            self._duration = instruments[REQUEST_DURATION]
+            self._stage = instruments[STAGE_DURATION]
+            self._ttft = instruments[REQUEST_TTFT]
+            self._tokens = instruments[REQUEST_TOKENS]
         self._untracked = meter.create_counter(
             UNTRACKED, unit="{request}", description="Requests not broken down, by reason"
         )
@@ -544,23 +620,55 @@ class RequestMetricsProcessor(SpanProcessor):
             log_once(logger, "request breakdown failed")
 
     def _record(self, request: RequestFigures) -> None:
-        labels: dict[str, Any] = {REQUEST_NAME: request.name}
-        if request.model is not None:
-            labels[sc.GEN_AI_REQUEST_MODEL] = request.model
-        if request.error_type is not None:
-            labels[sc.ERROR_TYPE] = request.error_type
-        self._duration.record(request.duration, labels)
+        key = (request.name, request.model, request.error_type)
+        labels = self._label_sets.get(key)
+        if labels is None:
+            labels = self._labels(key)
+        if self._histograms is not None:
+            self._aggregate(labels, request, self._histograms)
+            self.recorded += 1
+            return
+        # Outside any span context: an exemplar would name whichever span is current when the
+        # root ends (not the request's), and sampling one costs about as much as the point.
+        self._duration.record(request.duration, labels.request, _NO_SPAN)
         record_stage = self._stage.record
         for stage, seconds in request.stages.items():
             if seconds > 0:
-                record_stage(seconds, {**labels, _STAGE: stage})
+                record_stage(seconds, labels.stage_attributes(stage), _NO_SPAN)
         if request.time_to_first_token is not None:
-            self._ttft.record(request.time_to_first_token, labels)
+            self._ttft.record(request.time_to_first_token, labels.request, _NO_SPAN)
         if request.input_tokens is not None:
-            self._tokens.record(request.input_tokens, {**labels, TOKEN_TYPE: "input"})
+            self._tokens.record(request.input_tokens, labels.input, _NO_SPAN)
         if request.output_tokens is not None:
-            self._tokens.record(request.output_tokens, {**labels, TOKEN_TYPE: "output"})
+            self._tokens.record(request.output_tokens, labels.output, _NO_SPAN)
         self.recorded += 1
+
+    def _labels(self, key: tuple[str, str | None, str | None]) -> _LabelSet:
+        if len(self._label_sets) >= _LABEL_SETS_HELD:
+            self._label_sets.clear()  # names and models are few; this bounds a misuse
+        labels = self._label_sets[key] = _LabelSet(key, self._histograms)
+        return labels
+
+    @staticmethod
+    def _aggregate(
+        labels: _LabelSet, request: RequestFigures, histograms: RequestHistograms
+    ) -> None:
+        stage_series = labels.stage_series
+        stages = [
+            (stage_series.get(stage) or labels.stage(stage), seconds)
+            for stage, seconds in request.stages.items()
+            if seconds > 0
+        ]
+        with histograms.lock:
+            labels.duration.add(request.duration)
+            for series, seconds in stages:
+                series.add(seconds)
+            if request.time_to_first_token is not None:
+                labels.ttft.add(request.time_to_first_token)
+            if request.input_tokens is not None:
+                labels.input_tokens.add(request.input_tokens)
+            if request.output_tokens is not None:
+                labels.output_tokens.add(request.output_tokens)
 
     def _evict_expired(self, now: float) -> None:
         # Called with the lock held. Entries are in start order: only the oldest can be stale.

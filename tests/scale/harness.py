@@ -10,8 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -21,7 +28,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from llmtrace import semconv as sc
 from llmtrace.analysis.sources import load_traces
 from llmtrace.exporters.file import OTLPJsonFileExporter
-from llmtrace.request_metrics import RequestFigures, RequestMetricsProcessor
+from llmtrace.request_histograms import RequestMetricsReader
+from llmtrace.request_metrics import RequestFigures, RequestMetricsProcessor, request_histograms
 
 T0 = 1_800_000_000 * 1_000_000_000
 
@@ -49,11 +57,52 @@ class CapturingProcessor(RequestMetricsProcessor):
         super()._record(request)
 
 
+class KeepingExporter(MetricExporter):
+    """Keeps the last collection a periodic reader exported (the reader is read on demand)."""
+
+    def __init__(self, temporality: AggregationTemporality) -> None:
+        super().__init__(preferred_temporality={Histogram: temporality, Counter: temporality})
+        self.last: MetricsData | None = None
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        self.last = metrics_data
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+class OwnHistogramsReader:
+    """llmtrace's own meter provider's reader (request histograms aggregated by llmtrace), read
+    like an in-memory reader."""
+
+    def __init__(self, resource: Resource, temporality: AggregationTemporality) -> None:
+        self.exporter = KeepingExporter(temporality)
+        self.histograms = request_histograms()
+        self.reader = RequestMetricsReader(
+            self.exporter,
+            self.histograms,
+            resource,
+            temporality,
+            export_interval_millis=3_600_000,
+        )
+
+    def get_metrics_data(self) -> MetricsData | None:
+        self.exporter.last = None
+        self.reader.collect()
+        return self.exporter.last
+
+
 @dataclass
 class Setup:
     provider: TracerProvider
     processor: CapturingProcessor
-    reader: InMemoryMetricReader
+    reader: InMemoryMetricReader | OwnHistogramsReader
     trace_file: Path
     tracer: trace.Tracer = field(init=False)
 
@@ -90,20 +139,31 @@ class Setup:
         return out
 
 
+RESOURCE = Resource.create({"service.name": "scale-test"})
+# How the request histograms are aggregated: by the OpenTelemetry SDK (an application's own
+# MeterProvider), or by llmtrace and exported by its own meter provider's reader.
+AGGREGATIONS = ("sdk", "llmtrace")
+
+
 def make_setup(
     tmp_path: Path,
     *,
     sampler: Sampler = ALWAYS_ON,
+    aggregation: str = "sdk",
+    temporality: AggregationTemporality = AggregationTemporality.CUMULATIVE,
     **limits: Any,
 ) -> Setup:
-    reader = InMemoryMetricReader()
-    meters = MeterProvider(
-        metric_readers=[reader], resource=Resource.create({"service.name": "scale-test"})
-    )
-    provider = TracerProvider(
-        sampler=sampler, resource=Resource.create({"service.name": "scale-test"})
-    )
-    processor = CapturingProcessor(meters, **limits)
+    reader: InMemoryMetricReader | OwnHistogramsReader
+    if aggregation == "sdk":
+        reader = InMemoryMetricReader(preferred_temporality={Histogram: temporality})
+        meters = MeterProvider(metric_readers=[reader], resource=RESOURCE)
+        histograms = None
+    else:
+        reader = OwnHistogramsReader(RESOURCE, temporality)
+        meters = MeterProvider(metric_readers=[reader.reader], resource=RESOURCE)
+        histograms = reader.histograms
+    provider = TracerProvider(sampler=sampler, resource=RESOURCE)
+    processor = CapturingProcessor(meters, histograms=histograms, **limits)
     provider.add_span_processor(processor)
     trace_file = tmp_path / "traces.jsonl"
     provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(trace_file)))

@@ -23,7 +23,13 @@ from llmtrace.request_metrics import (
     UNTRACKED,
     RecordUnsampled,
 )
-from tests.scale.harness import Request, make_setup, ms, requests
+from tests.scale.harness import AGGREGATIONS, Request, make_setup, ms, requests
+
+
+@pytest.fixture(params=AGGREGATIONS)
+def aggregation(request: pytest.FixtureRequest) -> str:
+    """Each test runs with the SDK aggregating the histograms and with llmtrace aggregating them."""
+    return str(request.param)
 
 
 def _bucket_counts(values: list[float]) -> list[int]:
@@ -33,8 +39,10 @@ def _bucket_counts(values: list[float]) -> list[int]:
     return counts
 
 
-def test_stage_times_equal_the_reports_breakdown_of_the_same_spans(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
+def test_stage_times_equal_the_reports_breakdown_of_the_same_spans(
+    tmp_path: Path, aggregation: str
+) -> None:
+    setup = make_setup(tmp_path, aggregation=aggregation)
     sent = [request.trace_id for request in requests(setup.tracer, 300)]
     report = setup.report_stages()
     assert sorted(report) == sorted(sent)
@@ -61,8 +69,10 @@ def test_stage_times_equal_the_reports_breakdown_of_the_same_spans(tmp_path: Pat
     assert setup.processor.in_flight == 0
 
 
-def test_request_attributes_name_model_error_ttft_and_tokens(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
+def test_request_attributes_name_model_error_ttft_and_tokens(
+    tmp_path: Path, aggregation: str
+) -> None:
+    setup = make_setup(tmp_path, aggregation=aggregation)
     request = Request(setup.tracer, "POST /chat", 0, **{sc.HTTP_ROUTE: "/chat"})
     request.child("search", 0, 40, **{sc.STAGE: "retrieval"})
     common = {sc.GEN_AI_OPERATION_NAME: "chat", sc.STAGE: sc.LLM_STAGE}
@@ -104,8 +114,10 @@ def test_request_attributes_name_model_error_ttft_and_tokens(tmp_path: Path) -> 
     )
 
 
-def test_without_a_route_the_root_span_name_names_the_request(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
+def test_without_a_route_the_root_span_name_names_the_request(
+    tmp_path: Path, aggregation: str
+) -> None:
+    setup = make_setup(tmp_path, aggregation=aggregation)
     request = Request(setup.tracer, "answer_question", 0)
     request.end(10)
     (point,) = setup.points(REQUEST_DURATION)
@@ -114,10 +126,14 @@ def test_without_a_route_the_root_span_name_names_the_request(tmp_path: Path) ->
 
 @pytest.mark.parametrize("record_unsampled", [True, False])
 def test_every_request_is_counted_whatever_the_sampler_keeps(
-    tmp_path: Path, record_unsampled: bool
+    tmp_path: Path, record_unsampled: bool, aggregation: str
 ) -> None:
     sampler = ParentBased(TraceIdRatioBased(0.05))
-    setup = make_setup(tmp_path, sampler=RecordUnsampled(sampler) if record_unsampled else sampler)
+    setup = make_setup(
+        tmp_path,
+        aggregation=aggregation,
+        sampler=RecordUnsampled(sampler) if record_unsampled else sampler,
+    )
     sent = 400
     list(requests(setup.tracer, sent))
     exported = setup.report_stages()
@@ -133,8 +149,10 @@ def test_every_request_is_counted_whatever_the_sampler_keeps(
         assert counted == len(exported)
 
 
-def test_traces_in_flight_are_capped_and_the_overflow_counted(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path, max_traces=5)
+def test_traces_in_flight_are_capped_and_the_overflow_counted(
+    tmp_path: Path, aggregation: str
+) -> None:
+    setup = make_setup(tmp_path, aggregation=aggregation, max_traces=5)
     opened = [Request(setup.tracer, f"r{i}", i) for i in range(8)]
     assert setup.processor.in_flight == 5
     assert setup.counter(UNTRACKED, reason="traces_in_flight") == 3
@@ -144,8 +162,10 @@ def test_traces_in_flight_are_capped_and_the_overflow_counted(tmp_path: Path) ->
     assert setup.processor.in_flight == 0
 
 
-def test_spans_per_trace_are_capped_and_the_breakdown_still_sums_up(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path, max_spans=3)
+def test_spans_per_trace_are_capped_and_the_breakdown_still_sums_up(
+    tmp_path: Path, aggregation: str
+) -> None:
+    setup = make_setup(tmp_path, aggregation=aggregation, max_spans=3)
     request = Request(setup.tracer, "r", 0)
     for i in range(10):
         request.child(f"search{i}", i * 10, i * 10 + 10, **{sc.STAGE: "retrieval"})
@@ -252,10 +272,12 @@ def test_exponential_histograms_when_configured(tmp_path: Path) -> None:
     assert views("explicit") == []
 
 
-def test_concurrent_requests_on_many_threads_are_each_counted_once(tmp_path: Path) -> None:
+def test_concurrent_requests_on_many_threads_are_each_counted_once(
+    tmp_path: Path, aggregation: str
+) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    setup = make_setup(tmp_path)
+    setup = make_setup(tmp_path, aggregation=aggregation)
     processor = setup.processor
     tracer = setup.tracer
 
