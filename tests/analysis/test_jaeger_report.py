@@ -3,38 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.analysis.apps.delayed_app import DELAYS
 from tests.analysis.conftest import REQUESTS, run_delayed_app, run_llmtrace
+from tests.backends.fixtures import spans_in_file, wait_for_spans
 
 pytestmark = pytest.mark.integration
-
-
-def _wait_for_traces(jaeger_url: str, service: str, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    params = {
-        "query.service_name": service,
-        "query.start_time_min": "2000-01-01T00:00:00Z",
-        "query.start_time_max": "2100-01-01T00:00:00Z",
-        "query.num_traces": "1000",
-    }
-    found = 0
-    while time.monotonic() < deadline:
-        response = httpx.get(f"{jaeger_url}/api/v3/traces", params=params, timeout=10)
-        if response.status_code == 200:
-            text = response.text
-            found = text.count('"name":"answer"') + text.count('"name": "answer"')
-            if found >= count:
-                time.sleep(1)  # let the last spans of the last traces land too
-                return
-        time.sleep(0.5)
-    raise AssertionError(f"Jaeger holds {found} of {count} traces of {service} after {timeout} s")
 
 
 def test_jaeger_source_gives_the_same_numbers_as_the_file(tracing_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -46,7 +24,7 @@ def test_jaeger_source_gives_the_same_numbers_as_the_file(tracing_stack, tmp_pat
         OTEL_SERVICE_NAME=service,
         DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
     )
-    _wait_for_traces(tracing_stack.jaeger_url, service, REQUESTS)
+    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
     from_file = json.loads(run_llmtrace("report", str(trace_file), "--format", "json").stdout)
     from_jaeger = json.loads(
         run_llmtrace(
@@ -82,13 +60,14 @@ def test_jaeger_paging_splits_a_full_window(tracing_stack, tmp_path: Path) -> No
     from llmtrace.analysis import sources
 
     service = f"paged-{uuid.uuid4().hex[:8]}"
+    trace_file = tmp_path / "traces.jsonl"
     run_delayed_app(
-        tmp_path / "traces.jsonl",
+        trace_file,
         12,
         OTEL_SERVICE_NAME=service,
         DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
     )
-    _wait_for_traces(tracing_stack.jaeger_url, service, 12)
+    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
     page = sources.JAEGER_PAGE
     sources.JAEGER_PAGE = 5  # force several pages for 12 traces
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -395,3 +396,13 @@ def wait_for_spans(jaeger_url: str, service: str, spans: int, timeout: float = 6
                 return
         time.sleep(0.2)
     raise AssertionError(f"Jaeger holds {found} of {spans} spans of {service} after {timeout} s")
+
+
+def spans_in_file(path: Path) -> int:
+    """How many spans an OTLP JSON lines file holds (what its writer also sent elsewhere)."""
+    return sum(
+        len(scope["spans"])
+        for line in path.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+    )

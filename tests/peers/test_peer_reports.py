@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends.fixtures import wait_for_spans
+from tests.backends.fixtures import spans_in_file, wait_for_spans
 from tests.servers.model_server import ModelServer
 from tests.subprocesses import clean_environment, run
 
@@ -245,21 +245,12 @@ def _differences(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
-def _spans_in(path: Path) -> int:
-    return sum(
-        len(scope["spans"])
-        for line in path.read_text().splitlines()
-        for resource in json.loads(line)["resourceSpans"]
-        for scope in resource["scopeSpans"]
-    )
-
-
 @pytest.mark.parametrize("peer", sorted(PEERS))
 def test_a_peers_traces_read_back_from_jaeger_give_the_files_report(  # type: ignore[no-untyped-def]
     peer: str, peer_run: PeerRun, tracing_stack
 ) -> None:
     path, service = peer_run.path, peer_run.service
-    wait_for_spans(tracing_stack.jaeger_url, service, _spans_in(path))
+    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(path))
     from_file = _report(str(path))
     from_jaeger = _report(tracing_stack.jaeger_url, "--service", service, "--lookback", "15m")
     for report in (from_file, from_jaeger):
