@@ -269,7 +269,8 @@ def _probe_direct_store() -> tuple[type, type] | bool:
     try:
         from opentelemetry.sdk.trace import TracerProvider
 
-        probe = TracerProvider().get_tracer("llmtrace.probe").start_span("probe")
+        provider = TracerProvider(shutdown_on_exit=False)
+        probe = provider.get_tracer("llmtrace.probe").start_span("probe")
         store = getattr(probe, "_attributes", None)
         lock = getattr(probe, "_lock", None)
         if (

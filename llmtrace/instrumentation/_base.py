@@ -165,8 +165,9 @@ def _plain_replacement(
     (``inspect.iscoroutinefunction`` answers as for the original).
     """
     if (
-        original.__class__ is not types.FunctionType
-        or original.__code__.co_flags & _GENERATOR_FLAGS
+        # type(), not __class__: a wrapt proxy (another instrumentation's) reports the class
+        # of what it wraps.
+        type(original) is not types.FunctionType or original.__code__.co_flags & _GENERATOR_FLAGS
     ):
         return None
     if in_class and isinstance(wrapper, DirectWrapper):

@@ -1,0 +1,201 @@
+"""The shortcuts a model call's tracing takes must record exactly what the plain way would.
+
+Attributes put straight into the SDK's span (``set_span_attributes``), model spans started
+without attributes under samplers that never read them (``start_client_span``), and plain
+functions standing in for wrapped methods (``Patches.wrap``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+from typing import Any
+
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
+    Decision,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
+
+from llmtrace.instrumentation import _sdk
+from llmtrace.instrumentation._base import Patches, is_wrapped_by_llmtrace
+from llmtrace.streaming import set_span_attributes
+
+
+def _provider(**kwargs: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(**kwargs)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+class _Reason(enum.StrEnum):
+    STOP = "stop"
+
+
+ATTRIBUTES = {
+    "gen_ai.response.id": "r1",
+    "gen_ai.usage.input_tokens": 3,
+    "llmtrace.time_to_headers": 0.25,
+    "gen_ai.request.stream": True,
+    "gen_ai.response.finish_reasons": ["stop", "length"],
+}
+
+
+def _recorded(provider: TracerProvider, exporter: InMemorySpanExporter, how: Any) -> dict[str, Any]:
+    exporter.clear()
+    span = provider.get_tracer("t").start_span("call")
+    how(span)
+    span.end()
+    (finished,) = exporter.get_finished_spans()
+    return dict(finished.attributes or {})
+
+
+def test_attributes_set_at_once_are_what_set_attributes_records():
+    provider, exporter = _provider()
+    plain = _recorded(provider, exporter, lambda span: span.set_attributes(ATTRIBUTES))
+    direct = _recorded(provider, exporter, lambda span: set_span_attributes(span, ATTRIBUTES))
+    assert direct == plain
+    assert direct["gen_ai.response.finish_reasons"] == (
+        "stop",
+        "length",
+    )  # a tuple, as the SDK keeps it
+
+
+def test_values_the_sdk_would_change_and_span_limits_go_through_the_sdk():
+    # An enum value and None: the SDK's own checks decide (it keeps the str enum, drops None).
+    provider, exporter = _provider()
+    odd = {"a": _Reason.STOP, "b": None, "c": 1}
+    assert _recorded(provider, exporter, lambda s: set_span_attributes(s, odd)) == _recorded(
+        provider, exporter, lambda s: s.set_attributes(odd)
+    )
+    # A string length limit and an attribute count limit are applied as set_attributes would.
+    limited, limited_exporter = _provider(
+        span_limits=SpanLimits(max_attribute_length=4, max_span_attributes=3)
+    )
+    long = {"text": "abcdefgh", "d": 1, "e": 2, "f": 3}
+    assert _recorded(limited, limited_exporter, lambda s: set_span_attributes(s, long)) == (
+        _recorded(limited, limited_exporter, lambda s: s.set_attributes(long))
+    )
+
+
+def test_an_ended_span_takes_no_attributes():
+    provider, exporter = _provider()
+    span = provider.get_tracer("t").start_span("call")
+    span.end()
+    set_span_attributes(span, {"late": 1})
+    assert "late" not in (exporter.get_finished_spans()[0].attributes or {})
+
+
+class _ReadsAttributes(Sampler):
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None):  # type: ignore[no-untyped-def]
+        self.seen.append(dict(attributes or {}))
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+
+    def get_description(self) -> str:
+        return "reads attributes"
+
+
+def test_model_spans_start_with_their_attributes_for_samplers_that_read_them(monkeypatch):
+    attributes = {"gen_ai.request.model": "m", "server.port": 8000}
+    for sampler, blind in (
+        (ParentBased(ALWAYS_ON), True),
+        (TraceIdRatioBased(1.0), True),
+        (ParentBased(_ReadsAttributes()), False),
+        (_ReadsAttributes(), False),
+    ):
+        provider, exporter = _provider(sampler=sampler)
+        tracer = provider.get_tracer("t")
+        monkeypatch.setattr(_sdk, "get_tracer", lambda tracer=tracer: tracer)
+        assert _sdk._attribute_blind(tracer) is blind
+        _sdk.start_client_span("chat m", attributes).end()
+        (span,) = exporter.get_finished_spans()
+        assert dict(span.attributes or {}) == attributes
+        reader = getattr(sampler, "_root", sampler)
+        if isinstance(reader, _ReadsAttributes):
+            assert reader.seen == [attributes]  # the sampler decided on them
+
+
+class _Target:
+    def send(self, value: int) -> int:
+        return value + 1
+
+    async def asend(self, value: int) -> int:
+        return value + 2
+
+
+def test_a_plain_function_stands_in_for_a_method_and_is_restored(monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("llmtrace_test_target")
+    module.Target = _Target  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    originals = (_Target.send, _Target.asend)
+    calls: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        calls.append((instance, args))
+        return wrapped(*args, **kwargs)
+
+    patches = Patches()
+    try:
+        assert patches.wrap(module.__name__, "Target.send", wrapper)
+        assert patches.wrap(module.__name__, "Target.asend", wrapper)
+        assert not patches.wrap(module.__name__, "Target.send", wrapper)  # never twice
+        target = _Target()
+        assert target.send(1) == 2 and _Target.send(target, 1) == 2
+        assert asyncio.run(target.asend(1)) == 3
+        assert inspect.iscoroutinefunction(_Target.asend)
+        assert _Target.send.__wrapped__ is originals[0]  # type: ignore[attr-defined]
+        assert is_wrapped_by_llmtrace(_Target.send)
+        assert calls == [(target, (1,)), (target, (1,)), (target, (1,))]
+    finally:
+        patches.restore()
+    assert (_Target.send, _Target.asend) == originals
+
+
+def test_a_method_another_instrumentation_wrapped_with_wrapt_keeps_its_instance(monkeypatch):
+    # A wrapt proxy reports the class of the function it wraps: it must still be wrapped by
+    # wrapt, so that the other instrumentation's wrapper keeps receiving the instance.
+    import sys
+    import types
+
+    import wrapt
+
+    class Client:
+        def call(self, value: int) -> int:
+            return value * 10
+
+    module = types.ModuleType("llmtrace_test_client")
+    module.Client = Client  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    seen: list[tuple[str, Any]] = []
+
+    def other(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        seen.append(("other", instance))
+        return wrapped(*args, **kwargs)
+
+    def ours(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        seen.append(("llmtrace", instance))
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(module.__name__, "Client.call", other)
+    patches = Patches()
+    try:
+        assert patches.wrap(module.__name__, "Client.call", ours)
+        client = Client()
+        assert client.call(2) == 20
+        assert seen == [("llmtrace", client), ("other", client)]
+    finally:
+        patches.restore()
