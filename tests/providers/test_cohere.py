@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import cohere
+import cohere.core.http_client as cohere_http_client
 import pytest
 import yaml
 from opentelemetry.trace import SpanKind, StatusCode
@@ -505,7 +506,9 @@ def _failing_calls(server: Any) -> list[Any]:
     ("status", "error_class"),
     [(400, cohere.BadRequestError), (429, cohere.TooManyRequestsError)],
 )
-def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_class):
+def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_class, monkeypatch):
+    # The SDK retries a 429 twice, after 1 s and 2 s: the same retries, 100 times sooner
+    monkeypatch.setattr(cohere_http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.01)
     server.configure(status=status)
     plain = []
     for call in _failing_calls(server):
@@ -525,6 +528,8 @@ def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_cl
         assert type(after) is type(before)
         assert after.status_code == before.status_code == status
         assert after.body == before.body
+    # per round of three calls, the SDK's two retries of a 429 made two more requests: they ran
+    assert len(server.requests) == 2 * (5 if status == 429 else 3)
     failed = model_spans(spans)
     assert len(failed) == 3
     for span in failed:
