@@ -13,8 +13,9 @@ disturbed by other work on a shared machine).
 Then the request breakdown at the source (``llmtrace.request_metrics``), on a RAG-like request
 of seven spans exported through a batch processor and the OTLP encoder: the processor's added
 CPU time per request and per span (over the CPU time the request's spans cost without it), where
-it goes (the breakdown, the histogram points), what recording unsampled traces costs, and the
-memory it holds with 10,000 requests in flight.
+it goes (the breakdown, the histogram points), the same with the points recorded through the
+OpenTelemetry SDK instead of llmtrace's own aggregation, what recording unsampled traces costs,
+and the memory it holds with 10,000 requests in flight.
 
     python benchmarks/overhead_core.py [--calls 200000] [--requests 3000] [--only-requests]
 """
@@ -168,15 +169,29 @@ def _rag_request(tracer: trace.Tracer) -> None:
 SPANS_PER_REQUEST = 7
 
 
-def _pipeline(breakdown: bool, sampler: object = None, record_unsampled: bool = False) -> tuple:
+def _pipeline(
+    breakdown: bool,
+    sampler: object = None,
+    record_unsampled: bool = False,
+    aggregation: str = "llmtrace",
+) -> tuple:
     """A private tracer provider (spans batched to the encoding exporter) and, with ``breakdown``,
-    the request metrics processor recording into its own meter provider."""
+    the request metrics processor recording into its own meter provider: its histograms
+    aggregated by llmtrace and exported by that provider's reader (``aggregation="llmtrace"``,
+    what ``llmtrace.init()`` sets up when it exports metrics itself) or recorded through the SDK
+    (``"sdk"``, as on an application's own MeterProvider)."""
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
-    from llmtrace.request_metrics import RecordUnsampled, RequestMetricsProcessor
+    from llmtrace.request_histograms import RequestMetricsReader
+    from llmtrace.request_metrics import (
+        RecordUnsampled,
+        RequestMetricsProcessor,
+        request_histograms,
+    )
 
     chosen = sampler or ALWAYS_ON
     provider = TracerProvider(sampler=RecordUnsampled(chosen) if record_unsampled else chosen)  # type: ignore[arg-type]
@@ -184,8 +199,22 @@ def _pipeline(breakdown: bool, sampler: object = None, record_unsampled: bool = 
     provider.add_span_processor(BatchSpanProcessor(EncodingExporter(), max_queue_size=1 << 22))
     processor = None
     if breakdown:
-        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
-        processor = RequestMetricsProcessor(meters)
+        if aggregation == "sdk":
+            meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+            processor = RequestMetricsProcessor(meters)
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            histograms = request_histograms()
+            reader = RequestMetricsReader(
+                OTLPMetricExporter(endpoint="http://127.0.0.1:9/v1/metrics"),
+                histograms,
+                Resource.create({}),
+                AggregationTemporality.CUMULATIVE,
+                export_interval_millis=3_600_000,  # never during the run
+            )
+            meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+            processor = RequestMetricsProcessor(meters, histograms=histograms)
         provider.add_span_processor(processor)
     return provider, processor
 
@@ -217,10 +246,17 @@ def request_breakdown(requests: int) -> None:
 
     spans_only, _ = _pipeline(False)
     with_breakdown, processor = _pipeline(True)
-    # alternate, so that both see the same machine load; keep each one's best
-    base = min(_cpu_per_request_us(spans_only, requests // 3) for _ in range(3))
-    full = min(_cpu_per_request_us(with_breakdown, requests // 3) for _ in range(3))
-    base = min(base, _cpu_per_request_us(spans_only, requests // 3))
+    through_sdk, sdk_processor = _pipeline(True, aggregation="sdk")
+    # interleaved, so that all see the same machine load; each one's best
+    best = {"base": float("inf"), "full": float("inf"), "sdk": float("inf")}
+    for _ in range(3):
+        for name, pipeline in (
+            ("base", spans_only),
+            ("full", with_breakdown),
+            ("sdk", through_sdk),
+        ):
+            best[name] = min(best[name], _cpu_per_request_us(pipeline, requests // 3))
+    base, full, full_sdk = best["base"], best["full"], best["sdk"]
     added = full - base
 
     # where the added time goes: a child span's start and end, the breakdown, the points
@@ -258,6 +294,12 @@ def request_breakdown(requests: int) -> None:
     request = figures(root, children, inferred)
     record_us = (
         min(timeit.repeat(lambda: processor._record(request), number=requests, repeat=REPEATS))
+        / requests
+        * 1e6
+    )
+    assert sdk_processor is not None
+    record_sdk_us = (
+        min(timeit.repeat(lambda: sdk_processor._record(request), number=requests, repeat=REPEATS))
         / requests
         * 1e6
     )
@@ -307,9 +349,14 @@ def request_breakdown(requests: int) -> None:
     print(f"  added per span (averaged over the request)  {per_span:10.1f} us")
     print(f"  of which: a child span's start and end      {per_span_ns / 1000:10.2f} us")
     print(f"            the breakdown at the root's end   {breakdown_us:10.1f} us")
+    points = 1 + len(request.stages) + 3
+    print(f"            the {points} histogram points          {record_us:10.1f} us")
+    print("through the OpenTelemetry SDK (an application's own MeterProvider):")
     print(
-        f"            the {1 + len(request.stages) + 3} histogram points      {record_us:10.1f} us"
+        f"  CPU per request, with the breakdown         {full_sdk:10.1f} us"
+        f"  (+{full_sdk - base:.1f} us, {(full_sdk - base) / base:.0%})"
     )
+    print(f"  the {points} histogram points                  {record_sdk_us:10.1f} us")
     print("sampling 1%, CPU per request:")
     print(f"  unsampled traces dropped (counted only if sampled)  {unsampled_base:8.1f} us")
     print(f"  unsampled traces recorded for the breakdown         {unsampled_full:8.1f} us")

@@ -24,6 +24,9 @@ The options themselves (arguments, environment variables, defaults, validation) 
   application's ``MeterProvider``). ``request_metrics_unsampled=True``
   (``LLMTRACE_REQUEST_METRICS_UNSAMPLED``) records the spans of traces the sampler drops, for
   the breakdown only; it is opt-in because every request then pays for recording its spans.
+  On llmtrace's own meter provider (explicit buckets, the default) its periodic reader is a
+  ``request_histograms.RequestMetricsReader``: llmtrace aggregates the request histograms itself
+  and that reader exports them with the SDK's metrics (a twentieth of the SDK's cost per point).
 - Exit is bounded: flushing at interpreter exit (and ``shutdown()``) waits at most
   ``shutdown_timeout`` seconds (``LLMTRACE_SHUTDOWN_TIMEOUT``, default 5) for the backend, then
   logs one WARNING with the number of spans that could not be delivered. Spans lost to a full

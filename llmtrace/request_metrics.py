@@ -37,16 +37,28 @@ Sampling: the processor sees only spans the sampler records. With ``unsampled=Tr
 ``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
 request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
 measures it: on a busy 2-core machine about 55 us per request of seven spans with the traces
-dropped, 190 us with them recorded and broken down). While it is on, ``config.record_unsampled``
+dropped, 155 us with them recorded and broken down). While it is on, ``config.record_unsampled``
 is True: llmtrace's instrumentation gates skip children of an unsampled parent, and must read it
 to start them under a parent that is recorded but not sampled; until they do, an unsampled
 request is counted with its true duration but its children's time counts as its root's stage.
 
-Cost, measured by ``benchmarks/overhead_core.py``: converting a span as it ends is a few
-microseconds; at the root's end the breakdown of a seven-span request takes about 30 us and
-its eleven histogram points through the OpenTelemetry SDK about 130 us (the SDK's per-point
-cost, attribute cleaning and hashing, dominates), in all about 70% of what the request's spans
-cost to create and export: over the 10% aimed at.
+Where the points go: under the meter provider ``llmtrace.init()`` creates (request metrics on
+by default there), llmtrace aggregates the four histograms itself and that provider's reader
+exports them with the SDK's own metrics (``llmtrace.request_histograms``: the SDK offers no
+interface for aggregated data, and records a point at about 7 us, most of it copying, cleaning
+and hashing its attributes). On an application's own ``MeterProvider``, or with exponential
+histograms, the points go through the SDK, with each request name, model and error type's
+attribute dicts built once. Either way no point carries an exemplar: they are recorded outside
+any span context, since the span current when a request's root ends is not the request's (an
+exemplar would name another trace, or the caller's), and the SDK's default trace-based exemplar
+filter costs about 2 us per point when a sampled span is current.
+
+Cost, measured by ``benchmarks/overhead_core.py --only-requests`` on a busy 2-core machine, on a
+request of seven spans whose spans cost about 275 us of CPU to create, batch and OTLP-encode:
+about 50-70 us added (20-25%; the issue aimed at 10%): converting each span as it ends about
+2.9 us (a sixth of a span's own cost), the breakdown at the root's end 24-30 us (the report's
+critical path over the analysis model, about half of it ``breakdown.critical_path``), the eleven
+histogram points 3.8 us. Through the SDK the points cost about 75 us instead (+60% in all).
 """
 
 from __future__ import annotations
@@ -348,6 +360,14 @@ def _model(span: ReadableSpan, attributes: dict[str, Any], start: int, end: int)
 def local_trace(root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()) -> Trace:
     """``root`` and the spans under it among ``spans`` (already converted by
     ``to_analysis_span``; ``inferred``: those it made model calls), as the report's trace model."""
+    return _local_tree(root, spans, inferred)[0]
+
+
+def _local_tree(
+    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span]
+) -> tuple[Trace, bool]:
+    """``local_trace``, and whether every one of ``spans`` is under its root (no other local
+    root's spans, no orphans)."""
     calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
     by_id: dict[str, Span] = {}
     for span in spans:
@@ -355,10 +375,24 @@ def local_trace(root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Sp
         by_id[span.span_id] = span
     root_model = to_analysis_span(root, calls)
     by_id[root_model.span_id] = root_model
-    link_children(by_id)
+    roots = link_children(by_id)
     yield_to_wire(calls)
     trace_id = format(root.context.trace_id, "032x") if root.context is not None else ""
-    return Trace(trace_id, root_model, orphan=root_model.parent_id is not None)
+    whole = len(roots) == 1 and len(by_id) == len(spans) + 1
+    return Trace(trace_id, root_model, orphan=root_model.parent_id is not None), whole
+
+
+def _model_calls(trace: Trace, spans: Sequence[Span], whole: bool) -> list[Span]:
+    """The trace's model calls, in the order the report walks them (parents first, siblings by
+    start): the order that breaks a tie between calls of equal duration and sums their tokens.
+    Walking the tree is needed only to order several calls."""
+    if whole:
+        calls = [span for span in spans if span.attributes.get(_STAGE) == _MODEL_CALL]
+        if trace.root.attributes.get(_STAGE) == _MODEL_CALL:
+            calls.append(trace.root)
+        if len(calls) <= 1:
+            return calls
+    return [span for span in trace.spans() if span.attributes.get(_STAGE) == _MODEL_CALL]
 
 
 def _number(value: Any) -> float | None:
@@ -372,7 +406,7 @@ def figures(
 ) -> RequestFigures:
     """The breakdown and facts of one local request (``spans``: the others of its trace, as
     ``local_trace`` takes them)."""
-    trace = local_trace(root, spans, inferred)
+    trace, whole = _local_tree(root, spans, inferred)
     phases: dict[int, ModelPhases] = {}
     stages: dict[str, float] = {}
     # as the report sums them (analysis.collect): segment by segment, in seconds
@@ -380,7 +414,7 @@ def figures(
         stages[segment.stage] = stages.get(segment.stage, 0.0) + (
             (segment.end - segment.start) / NANOS
         )
-    calls = [span for span in trace.spans() if span.attributes.get(_STAGE) == _MODEL_CALL]
+    calls = _model_calls(trace, spans, whole)
     on_path = [span for span in calls if id(span) in phases]
     main = max(on_path or calls, key=_duration, default=None)
     model = None
