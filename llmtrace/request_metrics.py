@@ -38,9 +38,9 @@ Sampling: the processor sees only spans the sampler records. With ``unsampled=Tr
 request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
 measures it: on a busy 2-core machine about 55 us per request of seven spans with the traces
 dropped, 155 us with them recorded and broken down). While it is on, ``config.record_unsampled``
-is True: llmtrace's instrumentation gates skip children of an unsampled parent, and must read it
-to start them under a parent that is recorded but not sampled; until they do, an unsampled
-request is counted with its true duration but its children's time counts as its root's stage.
+is True, and llmtrace's instrumentation gates (which otherwise skip children of an unsampled
+parent) start children under a parent that is recorded but not sampled, so an unsampled
+request's stages are its own.
 
 Where the points go: under the meter provider ``llmtrace.init()`` creates (request metrics on
 by default there), llmtrace aggregates the four histograms itself and that provider's reader
@@ -256,7 +256,8 @@ class RecordUnsampled(Sampler):
             parent_context, trace_id, name, kind, attributes, links, trace_state
         )
         if result.decision is Decision.DROP:
-            return SamplingResult(Decision.RECORD_ONLY, None, result.trace_state)
+            # the span keeps the attributes it was started with (the SDK takes them from here)
+            return SamplingResult(Decision.RECORD_ONLY, attributes, result.trace_state)
         return result
 
     def get_description(self) -> str:

@@ -61,13 +61,14 @@ def should_trace() -> bool:
 
     False while OpenTelemetry suppresses instrumentation (the SDK sets this around every export,
     so an exporter's own requests are never traced), while llmtrace's provider samples nothing
-    (``drop_all``), and under an unsampled parent (a parent-based sampler drops every child).
+    (``drop_all``), and under an unsampled parent (a parent-based sampler drops every child),
+    except while ``request_metrics_unsampled`` records unsampled requests for their breakdown.
     Reads the context once, directly: it runs on every decorated call and every HTTP request.
     """
     if config.drop_all:
         return False
     current = otel_context.get_current()
-    return not current.get(_SUPPRESS_KEY) and _parent_allows(current)
+    return not current.get(_SUPPRESS_KEY) and (config.record_unsampled or _parent_allows(current))
 
 
 def should_trace_http() -> bool:
@@ -79,7 +80,7 @@ def should_trace_http() -> bool:
     return (
         not current.get(_SUPPRESS_KEY)
         and not current.get(_SUPPRESS_HTTP_KEY)
-        and _parent_allows(current)
+        and (config.record_unsampled or _parent_allows(current))
     )
 
 

@@ -155,3 +155,49 @@ def test_unsampled_requests_are_counted_and_not_exported_by_init(tmp_path: Path)
     assert result.stdout.split() == ["25", "True", "False"]
     path = tmp_path / ".llmtrace" / "traces.jsonl"
     assert not path.exists() or path.read_text() == ""
+
+
+def test_an_unsampled_requests_children_keep_their_stages(tmp_path: Path) -> None:
+    """The instrumentation gates let children of an unsampled request record while unsampled
+    requests are recorded for their breakdown: its retrieval is counted as retrieval, not as the
+    workflow's time."""
+    result = run_script(
+        """
+        import time
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        import llmtrace
+
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        llmtrace.init(service_name="s", exporter="file", sample_ratio=0.0, instrument=False,
+                      request_metrics=True, request_metrics_unsampled=True)
+
+        @llmtrace.retrieval(data_source="docs")
+        def search():
+            time.sleep(0.01)
+
+        @llmtrace.workflow(name="w")
+        def work():
+            search()
+
+        for _ in range(5):
+            work()
+        counts = {}
+        for rm in reader.get_metrics_data().resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == "llmtrace.request.stage.duration":
+                        for p in m.data.data_points:
+                            stage = p.attributes["llmtrace.stage"]
+                            counts[stage] = counts.get(stage, 0) + p.count
+                            if stage == "retrieval":
+                                print("mean", p.sum / p.count >= 0.01)
+        print(counts.get("retrieval"))
+        llmtrace.shutdown()
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["mean", "True", "5"]
