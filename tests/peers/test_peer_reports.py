@@ -233,7 +233,11 @@ def test_a_peers_traces_give_the_breakdown(peer: str, peer_run: PeerRun) -> None
 
 
 def _differences(a: Any, b: Any, where: str = "") -> list[str]:
-    """Where two reports differ, numbers compared to a nanosecond (sums in another order)."""
+    """Where two reports differ, numbers compared to a nanosecond (sums in another order).
+    A difference of exactly one nanosecond is within it: Jaeger hands Logfire's instants back
+    1 ns long, so the self time left to their parent ("answer {question}", unclaimed) is 1 ns
+    shorter from Jaeger, and 1e-9 against a 1e-9 bound passed or failed on the float's last bit.
+    """
     if isinstance(a, dict) and isinstance(b, dict):
         keys = sorted(set(a) | set(b))
         return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{where}.{k}")]
@@ -241,7 +245,7 @@ def _differences(a: Any, b: Any, where: str = "") -> list[str]:
         pairs = enumerate(zip(a, b, strict=True))
         return [d for i, (x, y) in pairs for d in _differences(x, y, f"{where}[{i}]")]
     if isinstance(a, float) and isinstance(b, float | int):
-        return [] if b == pytest.approx(a, rel=1e-9, abs=1e-9) else [f"{where}: {a} != {b}"]
+        return [] if b == pytest.approx(a, rel=1e-9, abs=1.5e-9) else [f"{where}: {a} != {b}"]
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
