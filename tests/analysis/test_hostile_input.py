@@ -31,7 +31,8 @@ from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES
 from tests.analysis.otlp_lines import T0, request_line, simple_trace
 
 pytestmark = pytest.mark.skipif(
-    not native.available(), reason="llmtrace._native is not built: run scripts/setup.sh (it needs cargo)"
+    not native.available(),
+    reason="llmtrace._native is not built: run scripts/setup.sh (it needs cargo)",
 )
 
 REPO = Path(__file__).resolve().parents[2]
