@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import wrapt
 from opentelemetry.trace import Span, SpanKind
@@ -202,6 +202,56 @@ def start_client_span(name: str, attributes: dict[str, Any]) -> Span:
         set_span_attributes(span, attributes)
         return span
     return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+
+
+class Planned(Protocol):
+    """What starting a model call needs from a provider's plan (:class:`Plan` and others)."""
+
+    @property
+    def span_name(self) -> str: ...
+
+    @property
+    def attributes(self) -> dict[str, Any]: ...
+
+
+PlanT = TypeVar("PlanT", bound=Planned)
+CallT = TypeVar("CallT", bound=ModelCall)
+
+
+def start_model_call(span_name: str, attributes: dict[str, Any], call_class: type[CallT]) -> CallT:
+    """Start the CLIENT span of a model call about to be sent (see :func:`start_client_span`),
+    count it as a provider call and return it (a ``call_class``), to send with
+    :func:`call_model` or under ``enter_model_call``; its start time is taken before the span
+    starts. May raise: the caller decides what a failed start means (:func:`start_planned_call`
+    sends the call untraced)."""
+    started_at = time.monotonic()
+    span = start_client_span(span_name, attributes)
+    note_provider_call()
+    call = call_class(span, started_at)
+    call.collected = {}
+    return call
+
+
+def start_planned_call(
+    planner: Callable[[Any, tuple[Any, ...], dict[str, Any]], PlanT | None],
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    failure: str = "model call span start failed",
+) -> tuple[PlanT, ModelCall] | None:
+    """(plan, model call started) for a call the planner says is a model call, or None to send
+    it untraced: no model call already in flight, the gate (``should_trace``) open, the planner
+    answering a plan, and nothing failing on the way (logged once as ``failure``)."""
+    if current_model_call() is not None or not should_trace():
+        return None
+    try:
+        plan = planner(instance, args, kwargs)
+        if plan is None:
+            return None
+        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall)
+    except Exception:
+        log_once(logger, failure)
+        return None
 
 
 # Sampler -> whether it decides without looking at attributes (the last one asked).
@@ -410,26 +460,9 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
     (``wrapper(wrapped, instance, args, kwargs)``), and each builds a direct replacement of the
     plain method (see :class:`~llmtrace.instrumentation._base.DirectWrapper`)."""
 
-    def prepare(instance: Any, args: Any, kwargs: Any) -> tuple[Plan, ModelCall] | None:
-        if current_model_call() is not None or not should_trace():
-            return None
-        try:
-            plan = planner(instance, args, kwargs)
-            if plan is None:
-                return None
-            started_at = time.monotonic()
-            span = start_client_span(plan.span_name, plan.attributes)
-            note_provider_call()
-            call = ModelCall(span, started_at)
-            call.collected = {}
-            return plan, call
-        except Exception:
-            log_once(logger, "model call span start failed")
-            return None
-
     def make_request(original: Any) -> Any:
         def request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            prepared = prepare(self, args, kwargs)
+            prepared = start_planned_call(planner, self, args, kwargs)
             if prepared is None:
                 return original(self, *args, **kwargs)
             plan, call = prepared
@@ -441,7 +474,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
 
     def make_async_request(original: Any) -> Any:
         async def async_request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            prepared = prepare(self, args, kwargs)
+            prepared = start_planned_call(planner, self, args, kwargs)
             if prepared is None:
                 return await original(self, *args, **kwargs)
             plan, call = prepared

@@ -77,7 +77,6 @@ import functools
 import io
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -96,10 +95,10 @@ from llmtrace.instrumentation._base import (
     enter_model_call,
     get_tracer,
     leave_model_call,
-    note_provider_call,
     should_trace,
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation._sdk import start_model_call
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import STATUS_OK, StreamRecorder, TracedStream, end_model_span
 
@@ -849,12 +848,7 @@ def _start(client: Any, operation: str, params: Any) -> tuple[_BedrockCall, _Pla
         if not isinstance(params, Mapping):
             return None
         name, attributes, plan = plan_call(client, operation, params)
-        started_at = time.monotonic()
-        span = get_tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
-        note_provider_call()
-        call = _BedrockCall(span, started_at)
-        call.collected = {}
-        return call, plan
+        return start_model_call(name, attributes, _BedrockCall), plan
     except Exception:
         log_once(logger, "Bedrock call span start failed")
         return None

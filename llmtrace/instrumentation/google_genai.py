@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
@@ -74,10 +74,7 @@ from llmtrace.instrumentation._base import (
     capture_settings,
     current_model_call,
     enter_model_call,
-    get_tracer,
     leave_model_call,
-    note_provider_call,
-    should_trace,
 )
 from llmtrace.instrumentation._http import inject_trace_context
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
@@ -88,6 +85,7 @@ from llmtrace.instrumentation._sdk import (
     field_of,
     fields_of,
     make_request_wrappers,
+    start_planned_call,
 )
 from llmtrace.streaming import StreamRecorder, TracedStream
 
@@ -540,28 +538,10 @@ def _sent_in_flight(chunks: Iterator[Any], call: ModelCall) -> Iterator[Any]:
     yield from chunks
 
 
-def _start(planner: Any, instance: Any, args: Any, kwargs: Any) -> tuple[Plan, ModelCall] | None:
-    if current_model_call() is not None or not should_trace():
-        return None
-    try:
-        plan: Plan = planner(instance, args, kwargs)
-        started_at = time.monotonic()
-        span = get_tracer().start_span(
-            plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
-        )
-        note_provider_call()
-        call = ModelCall(span, started_at)
-        call.collected = {}
-        return plan, call
-    except Exception:
-        log_once(logger, "model call span start failed")
-        return None
-
-
 def _generate_content_stream(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``Models._generate_content_stream``: a generator, called when its caller's generator is
     first iterated; nothing is sent until its first chunk is asked for."""
-    started = _start(plan_generate_content_stream, instance, args, kwargs)
+    started = start_planned_call(plan_generate_content_stream, instance, args, kwargs)
     if started is None:
         return wrapped(*args, **kwargs)
     plan, call = started

@@ -40,12 +40,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard, cast
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._safety import log_once
@@ -53,12 +52,8 @@ from llmtrace.instrumentation._base import (
     ModelCall,
     bounded_content,
     capture_settings,
-    current_model_call,
     enter_model_call,
-    get_tracer,
     leave_model_call,
-    note_provider_call,
-    should_trace,
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
@@ -67,6 +62,7 @@ from llmtrace.instrumentation._sdk import (
     call_model,
     fail_model_call,
     fields_of,
+    start_planned_call,
 )
 from llmtrace.server.timings import server_timings_from_ollama
 from llmtrace.streaming import (
@@ -78,6 +74,8 @@ from llmtrace.streaming import (
 )
 
 logger = logging.getLogger(__name__)
+
+_START_FAILED = "ollama model call span start failed"
 
 PROVIDER = "ollama"
 
@@ -418,28 +416,6 @@ def _plan(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan
     )
 
 
-def _start(
-    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[_Plan, ModelCall] | None:
-    if current_model_call() is not None or not should_trace():
-        return None
-    try:
-        plan = _plan(instance, args, kwargs)
-        if plan is None:
-            return None
-        started_at = time.monotonic()
-        span = get_tracer().start_span(
-            plan.span_name, kind=SpanKind.CLIENT, attributes=plan.attributes
-        )
-        note_provider_call()
-        call = ModelCall(span, started_at)
-        call.collected = {}
-        return plan, call
-    except Exception:
-        log_once(logger, "ollama model call span start failed")
-        return None
-
-
 def _traced_stream(generator: Any, call: ModelCall, plan: _Plan, asynchronous: bool) -> Any:
     """The client's stream generator, recorded chunk by chunk (the span ends with it)."""
     try:
@@ -457,7 +433,7 @@ def _traced_stream(generator: Any, call: ModelCall, plan: _Plan, asynchronous: b
 
 
 def _request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    started = _start(instance, args, kwargs)
+    started = start_planned_call(_plan, instance, args, kwargs, _START_FAILED)
     if started is None:
         return wrapped(*args, **kwargs)
     plan, call = started
@@ -473,7 +449,7 @@ def _request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 
 async def _async_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    started = _start(instance, args, kwargs)
+    started = start_planned_call(_plan, instance, args, kwargs, _START_FAILED)
     if started is None:
         return await wrapped(*args, **kwargs)
     plan, call = started
