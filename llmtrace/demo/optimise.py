@@ -25,6 +25,8 @@ class Optimisation:
     share: float
     description: str
     settings: RagSettings
+    # how the new value was chosen, printed on a line of its own ("" when there is nothing to say)
+    reason: str = ""
 
 
 def choose_optimisation(report: Report, settings: RagSettings) -> Optimisation:
@@ -45,8 +47,9 @@ def choose_optimisation(report: Report, settings: RagSettings) -> Optimisation:
     return Optimisation(
         stage,
         share,
-        f"cap the answer length: max_tokens {settings.max_tokens} -> {capped}{why}",
+        f"cap the answer length: max_tokens {settings.max_tokens} -> {capped}",
         settings.with_changes(max_tokens=capped),
+        why,
     )
 
 
@@ -62,7 +65,7 @@ def _capped_max_tokens(report: Report, max_tokens: int) -> tuple[int, str]:
         median = max(typical)
         capped = max(MIN_CAP, round(median * CAP_SHARE_OF_TYPICAL_ANSWER))
         if capped < max_tokens:
-            return capped, f" (half the median answer, {median:.0f} tokens)"
+            return capped, f"half the median answer, {median:.0f} tokens"
     if max_tokens > CAPPED_MAX_TOKENS:
         return CAPPED_MAX_TOKENS, ""
     return max(1, max_tokens // 4), ""

@@ -135,6 +135,8 @@ async def _measure_change_measure(
         console.rule(
             f"3. the report says {change.stage} ({change.share:.0%} of the time): {change.description}"
         )
+        if change.reason:
+            console.print(f"   max_tokens {change.settings.max_tokens}: {change.reason}")
         service.settings = change.settings
         optimised, _ = await _bench(service, server, questions, OPTIMISED_RUN, options, console)
 

@@ -52,7 +52,8 @@ def test_a_generation_bound_run_with_token_counts_is_capped_at_half_its_median_a
     }
     change = choose_optimisation(report, RagSettings(8, 128))
     assert change.settings == RagSettings(top_k=8, max_tokens=48)
-    assert "max_tokens 128 -> 48 (half the median answer, 97 tokens)" in change.description
+    assert "max_tokens 128 -> 48" in change.description
+    assert change.reason == "half the median answer, 97 tokens"
     # answers far below the limit already: the cap still halves them, never below 16 tokens
     report.models["m"].output_tokens = distribution([10.0, 12.0, 14.0])
     assert choose_optimisation(report, RagSettings(8, 128)).settings.max_tokens == 16
