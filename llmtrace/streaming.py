@@ -33,6 +33,7 @@ import contextlib
 import logging
 import threading
 import time
+from itertools import compress
 from typing import Any, Protocol
 
 import wrapt
@@ -207,6 +208,8 @@ class StreamRecorder:
 
 
 _PLAIN_VALUES = frozenset((str, int, float, bool))
+_SEQUENCES = frozenset((list, tuple))
+_PLAIN_OR_SEQUENCE = _PLAIN_VALUES | _SEQUENCES
 # (span class, attribute store class) this SDK is known to take values into directly; None
 # until the first call decides, False when it does not.
 _direct_store: tuple[type, type] | bool | None = None
@@ -247,18 +250,21 @@ def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
     """The attributes as the SDK would keep them (sequences as tuples), or None when one of
     them needs the SDK's own checks."""
     plain = _PLAIN_VALUES
-    values: dict[str, Any] | None = None
-    for key, value in attributes.items():
-        cls = value.__class__
-        if cls in plain:
-            continue
-        if (cls is list or cls is tuple) and all(item.__class__ in plain for item in value):
-            if values is None:
-                values = dict(attributes)
-            values[key] = tuple(value)
-            continue
+    # The classes of all values at once (in C, not one Python step per attribute): most
+    # attributes are plain, and the few sequences (finish reasons) are looked at alone.
+    kinds = set(map(type, attributes.values()))
+    if kinds <= plain:
+        return attributes
+    if not kinds <= _PLAIN_OR_SEQUENCE:
         return None
-    return attributes if values is None else values
+    values = dict(attributes)
+    # The keys of the sequences, found in C too.
+    for key in compress(attributes, map(_SEQUENCES.__contains__, map(type, attributes.values()))):
+        value = attributes[key]
+        if not set(map(type, value)) <= plain:
+            return None
+        values[key] = tuple(value)
+    return values
 
 
 def _probe_direct_store() -> tuple[type, type] | bool:

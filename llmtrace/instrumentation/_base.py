@@ -56,6 +56,31 @@ _SUPPRESS_HTTP_KEY: str = getattr(
 )
 
 
+def _context_variable() -> ContextVar[otel_context.Context] | None:
+    """The context variable OpenTelemetry keeps the current context in, when its runtime context
+    is the default one (``contextvars``): read and set directly, it costs one C call where
+    ``otel_context.get_current()``, ``attach`` and ``detach`` cost two Python calls each, and a
+    model call asks several times."""
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        variable = getattr(runtime, "_current_context", None)
+        if type(runtime) is ContextVarsRuntimeContext and isinstance(variable, ContextVar):
+            return variable
+    except Exception:
+        logger.debug("llmtrace: OpenTelemetry's context read through its API", exc_info=True)
+    return None
+
+
+_CONTEXT = _context_variable()
+
+# The current OpenTelemetry context (``otel_context.get_current()``, for less).
+current_context: Callable[[], otel_context.Context] = (
+    _CONTEXT.get if _CONTEXT is not None else otel_context.get_current
+)
+
+
 def should_trace() -> bool:
     """Whether anything started here may be recorded: the one gate every instrumentation asks.
 
@@ -67,8 +92,19 @@ def should_trace() -> bool:
     """
     if config.drop_all:
         return False
-    current = otel_context.get_current()
+    current = current_context()
     return not current.get(_SUPPRESS_KEY) and (config.record_unsampled or _parent_allows(current))
+
+
+def traceable_context() -> otel_context.Context | None:
+    """:func:`should_trace` that answers with the current context when it is open (None when
+    not), for a caller that starts a span in that context next (one read of it for both)."""
+    if config.drop_all:
+        return None
+    current = current_context()
+    if current.get(_SUPPRESS_KEY) or not (config.record_unsampled or _parent_allows(current)):
+        return None
+    return current
 
 
 def should_trace_http() -> bool:
@@ -76,7 +112,7 @@ def should_trace_http() -> bool:
     (the same one read of the context)."""
     if config.drop_all:
         return False
-    current = otel_context.get_current()
+    current = current_context()
     return (
         not current.get(_SUPPRESS_KEY)
         and not current.get(_SUPPRESS_HTTP_KEY)
@@ -95,7 +131,7 @@ def _parent_allows(current: otel_context.Context) -> bool:
 
 def is_suppressed() -> bool:
     """True while OpenTelemetry suppresses instrumentation (an export in progress, or asked)."""
-    current = otel_context.get_current()
+    current = current_context()
     return bool(current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_HTTP_KEY))
 
 
@@ -329,14 +365,26 @@ def enter_model_call(call: ModelCall) -> InFlight:
     """Make ``call`` (and its span) current while the SDK sends the request, never across a yield;
     :func:`leave_model_call` undoes it. (Two plain calls, not a context manager: they run on every
     model call, and a generator-based context manager costs more than the work it wraps.)"""
-    return (
-        _current_model_call.set(call),
-        otel_context.attach(trace.set_span_in_context(call.span)),
-    )
+    if _CONTEXT is None:
+        return (
+            _current_model_call.set(call),
+            otel_context.attach(trace.set_span_in_context(call.span)),
+        )
+    # What ``attach(set_span_in_context(span))`` does, without its four Python calls.
+    values = _CONTEXT.get().copy()
+    values[_SPAN_KEY] = call.span
+    return _current_model_call.set(call), _CONTEXT.set(otel_context.Context(values))
 
 
 def leave_model_call(tokens: InFlight) -> None:
-    otel_context.detach(tokens[1])
+    if _CONTEXT is None:
+        otel_context.detach(tokens[1])
+    else:
+        try:
+            _CONTEXT.reset(tokens[1])
+        except Exception:
+            # As ``otel_context.detach`` reports it.
+            otel_context.detach(tokens[1])
     _current_model_call.reset(tokens[0])
 
 
@@ -355,7 +403,7 @@ def watch_provider_calls(span: Span) -> None:
 def note_provider_call() -> None:
     """Called by a provider instrumentation as its model span starts, under the current span."""
     if _watched_model_spans:
-        parent = otel_context.get_current().get(_SPAN_KEY)
+        parent = current_context().get(_SPAN_KEY)
         if parent is not None and id(parent) in _watched_model_spans:
             _watched_model_spans[id(parent)] += 1
 

@@ -42,7 +42,6 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from opentelemetry import baggage, propagate, trace
-from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind
@@ -53,6 +52,7 @@ from llmtrace import semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
+    current_context,
     current_model_call,
     direct_method,
     get_tracer,
@@ -329,7 +329,7 @@ def inject_trace_context(headers: Any, span: Span) -> None:
         _set_traceparent(headers, f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}")
         if trace_state is not DEFAULT_TRACE_STATE and trace_state:
             headers["tracestate"] = trace_state.to_header()
-    if otel_context.get_current().get(_BAGGAGE_KEY) if _BAGGAGE_KEY else baggage.get_all():
+    if current_context().get(_BAGGAGE_KEY) if _BAGGAGE_KEY else baggage.get_all():
         _BAGGAGE.inject(headers)
 
 

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 import wrapt
+from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
@@ -41,7 +42,7 @@ from llmtrace.instrumentation._base import (
     get_tracer,
     leave_model_call,
     note_provider_call,
-    should_trace,
+    traceable_context,
 )
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import (
@@ -187,21 +188,25 @@ class SDKTypes:
     async_streams: tuple[type, ...]
 
 
-def start_client_span(name: str, attributes: dict[str, Any]) -> Span:
-    """``get_tracer().start_span(name, kind=CLIENT, attributes=attributes)``, for less.
+def start_client_span(
+    name: str, attributes: dict[str, Any], context: otel_context.Context | None = None
+) -> Span:
+    """``get_tracer().start_span(name, context, kind=CLIENT, attributes=attributes)``, for less.
 
     When the tracer's sampler is one of the SDK's own, which never look at attributes (the
     default parent-based always-on, always on or off, trace-id ratio, and parent-based ones
     made of those), the span starts without them and they are set right after through
     :func:`~llmtrace.streaming.set_span_attributes`, which skips the SDK's per-value copy; the
     span ends up with the same attributes. Any other sampler gets them to decide on.
+    ``context``: the current context, when the caller has it at hand (the SDK reads it twice
+    otherwise).
     """
     tracer = get_tracer()
     if _attribute_blind(tracer):
-        span = tracer.start_span(name, kind=SpanKind.CLIENT)
+        span = tracer.start_span(name, context, kind=SpanKind.CLIENT)
         set_span_attributes(span, attributes)
         return span
-    return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+    return tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes)
 
 
 class Planned(Protocol):
@@ -218,14 +223,20 @@ PlanT = TypeVar("PlanT", bound=Planned)
 CallT = TypeVar("CallT", bound=ModelCall)
 
 
-def start_model_call(span_name: str, attributes: dict[str, Any], call_class: type[CallT]) -> CallT:
+def start_model_call(
+    span_name: str,
+    attributes: dict[str, Any],
+    call_class: type[CallT],
+    context: otel_context.Context | None = None,
+) -> CallT:
     """Start the CLIENT span of a model call about to be sent (see :func:`start_client_span`),
     count it as a provider call and return it (a ``call_class``), to send with
     :func:`call_model` or under ``enter_model_call``; its start time is taken before the span
-    starts. May raise: the caller decides what a failed start means (:func:`start_planned_call`
-    sends the call untraced)."""
+    starts. ``context``: the current context, when the caller read it already. May raise: the
+    caller decides what a failed start means (:func:`start_planned_call` sends the call
+    untraced)."""
     started_at = time.monotonic()
-    span = start_client_span(span_name, attributes)
+    span = start_client_span(span_name, attributes, context)
     note_provider_call()
     call = call_class(span, started_at)
     call.collected = {}
@@ -242,13 +253,16 @@ def start_planned_call(
     """(plan, model call started) for a call the planner says is a model call, or None to send
     it untraced: no model call already in flight, the gate (``should_trace``) open, the planner
     answering a plan, and nothing failing on the way (logged once as ``failure``)."""
-    if current_model_call() is not None or not should_trace():
+    if current_model_call() is not None:
+        return None
+    context = traceable_context()
+    if context is None:
         return None
     try:
         plan = planner(instance, args, kwargs)
         if plan is None:
             return None
-        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall)
+        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall, context)
     except Exception:
         log_once(logger, failure)
         return None
