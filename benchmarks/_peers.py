@@ -32,6 +32,7 @@ records, whether it captures message content): that is what its users get.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -53,6 +54,8 @@ MESSAGES = [{"role": "user", "content": "Say hello"}]
 # Content tokens of the short and the long stream: the difference, per chunk, is the per-chunk cost.
 SHORT_TOKENS = 4
 LONG_TOKENS = 104
+# Calls of each scenario before its measured ones (see child()).
+WARM_UP_CALLS = int(os.environ.get("LLMTRACE_PEERS_WARM_UP", "10"))
 # How many more calls a plain (wall clock) run makes than a run under callgrind.
 WALL_CLOCK_FACTOR = 4
 
@@ -589,9 +592,15 @@ def child(request: dict[str, Any]) -> None:
     results = {}
     for name, call in calls_for.items():
         calls = request["calls"][name]
-        for _ in range(2):  # lazy imports and first-call caches
+        # Lazy imports and first-call caches, and Python's own warm-up: the interpreter
+        # specializes a function's code after it ran a few times (eight in 3.11), so with fewer
+        # calls first what runs once per call would be specialized inside the measured calls.
+        for _ in range(WARM_UP_CALLS):
             call()
         trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+        # The same start for every configuration: no garbage left over from the setup and the
+        # warm-up for a collection inside the measured calls to go through.
+        gc.collect()
         spans_before, attributes_before = exporter.count, exporter.attributes
         timings = []
         os.getloadavg()  # a callgrind dump: what came before is not counted
