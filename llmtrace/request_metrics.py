@@ -84,9 +84,15 @@ from opentelemetry.util.types import Attributes
 from llmtrace import semconv as sc
 from llmtrace._safety import log_once
 from llmtrace.analysis import conventions
-from llmtrace.analysis.breakdown import ModelPhases, critical_path, first_token_time
+from llmtrace.analysis.breakdown import ModelPhases, first_token_time, stage_nanos
 from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace
-from llmtrace.analysis.otlp import KEPT_ATTRIBUTES, TABLE_ATTRIBUTES, link_children, yield_to_wire
+from llmtrace.analysis.otlp import (
+    KEPT_ATTRIBUTES,
+    TABLE_ATTRIBUTES,
+    link_children,
+    stage_name,
+    yield_to_wire,
+)
 from llmtrace.errors import ConfigError
 from llmtrace.options import _parse_bool, _parse_float
 from llmtrace.request_histograms import HistogramSpec, RequestHistograms, Series
@@ -269,7 +275,7 @@ class _Pending:
     model (converted as they end: a fraction of the SDK span's memory, and the SDK span is freed
     once exported); ``inferred``: those the conventions table made model calls."""
 
-    __slots__ = ("dropped", "inferred", "roots", "spans", "started")
+    __slots__ = ("dropped", "inferred", "linked", "roots", "spans", "started")
 
     def __init__(self, started: float) -> None:
         self.started = started
@@ -277,6 +283,7 @@ class _Pending:
         self.spans: list[Span] = []
         self.inferred: list[Span] = []
         self.dropped = 0
+        self.linked = False  # a local root that ended linked the spans into its tree
 
 
 @dataclass(slots=True)
@@ -298,87 +305,116 @@ def _plain(value: Any) -> Any:
     return list(value) if value.__class__ is tuple else value
 
 
-def _attribute_items(span: ReadableSpan) -> Any:
+def _held_attributes(held: Any) -> Mapping[str, Any]:
     # The SDK's public view wraps a locked mapping in a proxy; reading the dict under it costs a
     # fraction, and the span has ended: nothing writes to it any more.
-    held = getattr(span, "_attributes", None)
-    if isinstance(held, BoundedAttributes):
-        return held._dict.items()
-    return (span.attributes or {}).items()
+    if held.__class__ is BoundedAttributes:
+        return held._dict
+    return held or {}
+
+
+# attributes, context, parent, name, kind, start and end of a finished span
+_Fields = tuple[Mapping[str, Any], Any, Any, str, SpanKind, int, int]
+
+
+def _fields(span: ReadableSpan) -> _Fields:
+    """attributes, context, parent, name, kind, start and end of a finished span."""
+    if span.__class__ is ReadableSpan:
+        # what the SDK hands span processors: its fields, without a property call for each
+        return (
+            _held_attributes(span._attributes),
+            span._context,
+            span._parent,
+            span._name,
+            span._kind,
+            span._start_time or 0,
+            span._end_time or 0,
+        )
+    return (
+        _held_attributes(getattr(span, "_attributes", None) or span.attributes),
+        span.context,
+        span.parent,
+        span.name,
+        span.kind,
+        span.start_time or 0,
+        span.end_time or 0,
+    )
 
 
 def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
     """The analysis model of one finished SDK span, read as ``analysis.otlp`` reads its OTLP JSON:
-    the attributes the analysis keeps, and a foreign span's through the conventions table."""
+    the attributes the analysis keeps, and a foreign span's through the conventions table.
+
+    A span with a stage (llmtrace's own) keeps its arrays as the SDK's tuples: nothing that reads
+    such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
+    return _convert(span, _fields(span), inferred)
+
+
+def _convert(span: ReadableSpan, fields: _Fields, inferred: list[Span]) -> Span:
+    source, context, parent, name, kind, start, end = fields
+    span_id = format(context.span_id, "016x") if context is not None else ""
+    parent_id = format(parent.span_id, "016x") if parent is not None else None
+    if source.get(_STAGE).__class__ is str:
+        # the common case: the stage is declared, the conventions table is not read
+        kept = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
+        return Span(span_id, parent_id, name, _KIND.get(kind, 0), start, end, kept, None)
     attributes: dict[str, Any] = {}
     foreign: dict[str, Any] = {}
     read_by_table = False
-    for key, value in _attribute_items(span):
+    for key, value in source.items():
         if key in _TABLE_KEYS:
             read_by_table = True
         if key in KEPT_ATTRIBUTES:
             value = _plain(value)
-            if key == _STAGE and (value.__class__ is list or value.__class__ is dict):
-                value = "other"  # as otlp.stage_name reads an array
-            attributes[key] = value
+            attributes[key] = stage_name(value) if key == _STAGE else value
         elif key in TABLE_ATTRIBUTES:
             foreign[key] = _plain(value)
-    start = span.start_time or 0
-    end = span.end_time or 0
-    if _STAGE not in attributes:
-        first_token_at = None
-        for event in span.events:
-            if event.name in _FIRST_TOKEN_EVENTS:
-                first_token_at = event.timestamp
-                break
-        if not read_by_table and first_token_at is None and not _CATCH_ALL:
-            # nothing the table reads: it would find no rule and no alias (the common case of
-            # a span of llmtrace's own without a stage, an HTTP span or a workflow)
-            return _model(span, attributes, start, end)
-        assigned = conventions.normalize(attributes, foreign, first_token_at, start)
-        if assigned and attributes[_STAGE] == _MODEL_CALL:
-            model = _model(span, attributes, start, end)
-            inferred.append(model)
-            return model
-    return _model(span, attributes, start, end)
-
-
-def _model(span: ReadableSpan, attributes: dict[str, Any], start: int, end: int) -> Span:
-    context = span.context
-    parent = span.parent
-    return Span(
-        format(context.span_id, "016x") if context is not None else "",
-        format(parent.span_id, "016x") if parent is not None else None,
-        span.name,
-        _KIND.get(span.kind, 0),
-        start,
-        end,
-        attributes,
-        None,
-    )
+    model = Span(span_id, parent_id, name, _KIND.get(kind, 0), start, end, attributes, None)
+    if _STAGE in attributes:
+        return model
+    first_token_at = None
+    for event in span.events:
+        if event.name in _FIRST_TOKEN_EVENTS:
+            first_token_at = event.timestamp
+            break
+    if not read_by_table and first_token_at is None and not _CATCH_ALL:
+        # nothing the table reads: it would find no rule and no alias (the common case of a span
+        # of llmtrace's own without a stage, an HTTP span or a workflow)
+        return model
+    assigned = conventions.normalize(attributes, foreign, first_token_at, start)
+    if assigned and attributes[_STAGE] == _MODEL_CALL:
+        inferred.append(model)
+    return model
 
 
 def local_trace(root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()) -> Trace:
     """``root`` and the spans under it among ``spans`` (already converted by
     ``to_analysis_span``; ``inferred``: those it made model calls), as the report's trace model."""
-    return _local_tree(root, spans, inferred)[0]
+    return _local_tree(root, _fields(root), spans, inferred, True)[0]
 
 
 def _local_tree(
-    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span]
+    root: ReadableSpan,
+    fields: _Fields,
+    spans: Sequence[Span],
+    inferred: Sequence[Span],
+    relink: bool,
 ) -> tuple[Trace, bool]:
     """``local_trace``, and whether every one of ``spans`` is under its root (no other local
-    root's spans, no orphans)."""
+    root's spans, no orphans). ``relink``: another local root may have linked ``spans`` before."""
     calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
     by_id: dict[str, Span] = {}
     for span in spans:
-        span.children = NO_CHILDREN  # linked afresh: another local root may have linked them
+        if relink:
+            span.children = NO_CHILDREN
         by_id[span.span_id] = span
-    root_model = to_analysis_span(root, calls)
+    root_model = _convert(root, fields, calls)
     by_id[root_model.span_id] = root_model
     roots = link_children(by_id)
-    yield_to_wire(calls)
-    trace_id = format(root.context.trace_id, "032x") if root.context is not None else ""
+    if calls:
+        yield_to_wire(calls)
+    context = fields[1]
+    trace_id = format(context.trace_id, "032x") if context is not None else ""
     whole = len(roots) == 1 and len(by_id) == len(spans) + 1
     return Trace(trace_id, root_model, orphan=root_model.parent_id is not None), whole
 
@@ -403,21 +439,20 @@ def _number(value: Any) -> float | None:
 
 
 def figures(
-    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()
+    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = (), relink: bool = True
 ) -> RequestFigures:
     """The breakdown and facts of one local request (``spans``: the others of its trace, as
-    ``local_trace`` takes them)."""
-    trace, whole = _local_tree(root, spans, inferred)
+    ``local_trace`` takes them; ``relink``: another local root of the trace linked them)."""
+    fields = _fields(root)
+    trace, whole = _local_tree(root, fields, spans, inferred, relink)
     phases: dict[int, ModelPhases] = {}
-    stages: dict[str, float] = {}
-    # as the report sums them (analysis.collect): segment by segment, in seconds
-    for segment in critical_path(trace, phases):
-        stages[segment.stage] = stages.get(segment.stage, 0.0) + (
-            (segment.end - segment.start) / NANOS
-        )
+    stages = {stage: nanos / NANOS for stage, nanos in stage_nanos(trace, phases).items()}
     calls = _model_calls(trace, spans, whole)
-    on_path = [span for span in calls if id(span) in phases]
-    main = max(on_path or calls, key=_duration, default=None)
+    if len(calls) == 1:
+        main: Span | None = calls[0]
+    else:
+        on_path = [span for span in calls if id(span) in phases]
+        main = max(on_path or calls, key=_duration, default=None)
     model = None
     ttft = None
     if main is not None:
@@ -436,13 +471,13 @@ def figures(
         tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
         if tokens is not None:
             output_tokens = int((output_tokens or 0) + tokens)
-    root_attributes = root.attributes or {}
+    root_attributes = fields[0]
     route = root_attributes.get(sc.HTTP_ROUTE)
     error = root_attributes.get(sc.ERROR_TYPE)
     if not isinstance(error, str):
         error = "_OTHER" if root.status.status_code is StatusCode.ERROR else None
     return RequestFigures(
-        name=route if isinstance(route, str) and route else root.name,
+        name=route if isinstance(route, str) and route else fields[3],
         duration=max(trace.duration, 0.0),
         stages=stages,
         model=model,
@@ -638,19 +673,22 @@ class RequestMetricsProcessor(SpanProcessor):
                 return
             with self._lock:
                 pending.roots.discard(context.span_id)
+                # copies: a span of the trace may still end on another thread
                 spans = list(pending.spans)
                 inferred = list(pending.inferred)
+                relink = pending.linked
                 dropped, pending.dropped = pending.dropped, 0
                 if pending.roots:
                     # another local root of this trace is still open: keep this one's spans,
                     # the report would join them under it too
                     pending.spans.append(to_analysis_span(span, pending.inferred))
+                    pending.linked = True
                 else:
                     self._pending.pop(context.trace_id, None)
             if dropped:
                 self.spans_dropped += dropped
                 self._spans_dropped.add(dropped)
-            self._record(figures(span, spans, inferred))
+            self._record(figures(span, spans, inferred, relink))
         except Exception:
             log_once(logger, "request breakdown failed")
 

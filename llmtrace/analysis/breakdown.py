@@ -31,6 +31,18 @@ from llmtrace.analysis.model import KIND_SERVER, NANOS, Span, Trace
 _STAGES = frozenset(sc.STAGES)
 _MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 _ROOT_STAGE = "other"
+# What a server may report of its own timings on the client's span (read by server_timings).
+_SERVER_REPORTED = frozenset(
+    {
+        sc.SERVER_QUEUE_TIME,
+        sc.SERVER_PROMPT_TIME,
+        sc.SERVER_GENERATION_TIME,
+        sc.SERVER_INFERENCE_TIME,
+        sc.SERVER_TIME_TO_FIRST_TOKEN,
+        sc.SERVER_PROCESSING_TIME,
+        sc.SERVER_LOAD_TIME,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -64,6 +76,11 @@ class Segment:
     start: int
     end: int
     span: str = ""
+
+
+# A stretch of the critical path as the walk emits it: (start, end, stage, span name). Cheaper to
+# make than a Segment, and tuples sort by their start.
+Stretch = tuple[int, int, str, str]
 
 
 @dataclass(slots=True)
@@ -124,6 +141,8 @@ def _is_unstaged_model_call(attributes: dict[str, Any]) -> bool:
 
 def find_server_span(span: Span) -> Span | None:
     """The model server's SERVER span joined under this client span (through traceparent)."""
+    if not span.children:
+        return None
     stack = list(span.children)
     while stack:
         child = stack.pop()
@@ -180,6 +199,8 @@ def server_timings(span: Span) -> ServerTimings | None:
         )
     # Timings the server reported in its response (TGI headers, llama.cpp body timings).
     attributes = span.attributes
+    if _SERVER_REPORTED.isdisjoint(attributes):
+        return None  # none reported (most calls): what follows would find nothing
     queue = _seconds(attributes.get(sc.SERVER_QUEUE_TIME))
     prompt = _seconds(attributes.get(sc.SERVER_PROMPT_TIME))
     generation = _seconds(attributes.get(sc.SERVER_GENERATION_TIME))
@@ -254,7 +275,7 @@ def model_phases(span: Span) -> ModelPhases:
 
 
 def _emit_model_call(
-    span: Span, low: int, high: int, out: list[Segment], phases_seen: dict[int, ModelPhases] | None
+    span: Span, low: int, high: int, out: list[Stretch], phases_seen: dict[int, ModelPhases] | None
 ) -> None:
     phases = model_phases(span)
     if phases_seen is not None:
@@ -272,7 +293,7 @@ def _emit_model_call(
         start = max(phase_start, low)
         end = min(boundary, high)
         if end > start:
-            out.append(Segment(stage, start, end, span.name))
+            out.append((start, end, stage, span.name))
 
 
 def _end_time(span: Span) -> int:
@@ -297,7 +318,7 @@ def _enter(
     low: int,
     high: int,
     inherited: str,
-    out: list[Segment],
+    out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
 ) -> _Frame | None:
     """Enter ``span`` on the stretch [low, high): a model call or a leaf is emitted at once, a span
@@ -318,7 +339,7 @@ def _enter(
         stage = declared if declared in _STAGES else _ROOT_STAGE
     children = span.children
     if not children:
-        out.append(Segment(stage, low, high, span.name))
+        out.append((low, high, stage, span.name))
         return None
     ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
     return _Frame(span, low, stage, ordered, 0, high)
@@ -328,7 +349,7 @@ def _walk_critical_path(
     root: Span,
     low: int,
     high: int,
-    out: list[Segment],
+    out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
 ) -> None:
     """Walking back from the end, the child that finished last is what its parent waited for;
@@ -355,17 +376,26 @@ def _walk_critical_path(
             if child_end <= child_start:
                 continue
             if child_end < frame.cursor:
-                out.append(Segment(frame.stage, child_end, frame.cursor, frame.span.name))
+                out.append((child_end, frame.cursor, frame.stage, frame.span.name))
             frame.cursor = child_start
             entered = _enter(child, child_start, child_end, frame.stage, out, phases_seen)
             break
         else:
             if frame.cursor > frame.low:
-                out.append(Segment(frame.stage, frame.low, frame.cursor, frame.span.name))
+                out.append((frame.low, frame.cursor, frame.stage, frame.span.name))
             stack.pop()
             continue
         if entered is not None:
             stack.append(entered)
+
+
+def _stretches(trace: Trace, phases_seen: dict[int, ModelPhases] | None) -> list[Stretch]:
+    """The critical path's stretches as the walk emits them (latest first, roughly)."""
+    root = trace.root
+    out: list[Stretch] = []
+    if root.end > root.start:
+        _walk_critical_path(root, root.start, root.end, out, phases_seen)
+    return out
 
 
 def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None) -> list[Segment]:
@@ -374,16 +404,18 @@ def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = Non
     ``phases_seen``, when given, receives the phases of each model call met on the path (keyed
     by ``id(span)``), so a caller that needs them too does not compute them twice.
     """
-    root = trace.root
-    out: list[Segment] = []
-    if root.end > root.start:
-        _walk_critical_path(root, root.start, root.end, out, phases_seen)
-    out.sort(key=_segment_start)
-    return out
+    stretches = _stretches(trace, phases_seen)
+    stretches.sort()  # by start: stretches never share one (each is a non-empty part of the root)
+    return [Segment(stage, start, end, name) for start, end, stage, name in stretches]
 
 
-def _segment_start(segment: Segment) -> int:
-    return segment.start
+def stage_nanos(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None) -> dict[str, int]:
+    """Nanoseconds per stage on the critical path (``critical_path``'s segments summed, without
+    making or ordering them: for a caller that needs only the totals)."""
+    stages: dict[str, int] = {}
+    for start, end, stage, _ in _stretches(trace, phases_seen):
+        stages[stage] = stages.get(stage, 0) + end - start
+    return stages
 
 
 def breakdown(trace: Trace, *, keep_segments: bool = False) -> TraceBreakdown:
