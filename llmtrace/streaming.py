@@ -181,13 +181,15 @@ class StreamRecorder:
                 attributes.update(self.collected)
             # What the parser sets is gathered with the rest, for one call to set them all.
             gathered = GatheredAttributes(span, attributes)
+            # A completed stream's OK status goes with the attributes (see set_span_attributes),
+            # unless the parser failed.
+            ok = False
             try:
                 self.parser.finish(gathered)  # type: ignore[arg-type]
+                ok = how == "completed"
             finally:
-                set_span_attributes(span, attributes)
-            if how == "completed":
-                span.set_status(STATUS_OK)
-            elif how == "error" and exc is not None:
+                set_span_attributes(span, attributes, ok)
+            if how == "error" and exc is not None:
                 record_error(span, exc)
         except Exception:
             log_once(logger, "stream end recording failed")
@@ -215,17 +217,20 @@ _PLAIN_OR_SEQUENCE = _PLAIN_VALUES | _SEQUENCES
 _direct_store: tuple[type, type] | bool | None = None
 
 
-def set_span_attributes(span: Span, attributes: dict[str, Any]) -> None:
-    """``span.set_attributes(attributes)``, for less when ``span`` is the OpenTelemetry SDK's.
+def set_span_attributes(span: Span, attributes: dict[str, Any], ok: bool = False) -> None:
+    """``span.set_attributes(attributes)`` (then ``span.set_status(STATUS_OK)`` when ``ok``), for
+    less when ``span`` is the OpenTelemetry SDK's.
 
     The SDK checks and copies each value in Python, one call or more per attribute: about as
     much as llmtrace's own work on a model call for the attributes it records at the end. When
     every value is already what the SDK would keep (a str, int, float or bool, or a list or
     tuple of those, kept as a tuple), the span is not ended, and its limits leave the values as
     they are (no string length limit, room for them all), they go into the span's attribute
-    store at once, under the span's lock; otherwise, and with any other span, the values go
-    through ``set_attributes``. Whether this SDK keeps its attributes where they are looked
-    for is checked once, on a span of its own.
+    store at once, under the span's lock, and so does the OK status (``set_status`` takes the
+    lock again through a wrapper; an OK status is final, so setting it is all it would do);
+    otherwise, and with any other span, the values go through ``set_attributes`` and the status
+    through ``set_status``. Whether this SDK keeps its attributes and status where they are
+    looked for is checked once, on a span of its own.
     """
     store = getattr(span, "_attributes", None)
     kinds = _direct_store if _direct_store is not None else _probe_direct_store()
@@ -236,14 +241,19 @@ def set_span_attributes(span: Span, attributes: dict[str, Any]) -> None:
             and store.max_value_len is None  # type: ignore[union-attr]
             and (
                 store.maxlen is None  # type: ignore[union-attr]
-                or len(store) + len(values) <= store.maxlen  # type: ignore[union-attr,arg-type]
+                # (The store's own dict: its __len__ is a Python call.)
+                or len(store._dict) + len(values) <= store.maxlen  # type: ignore[union-attr]
             )
         ):
             with span._lock:  # type: ignore[attr-defined]
                 if span._end_time is None:  # type: ignore[attr-defined]
                     store._dict.update(values)  # type: ignore[union-attr]
+                    if ok:
+                        span._status = STATUS_OK  # type: ignore[attr-defined]
                     return
     span.set_attributes(attributes)
+    if ok:
+        span.set_status(STATUS_OK)
 
 
 def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
@@ -268,8 +278,9 @@ def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _probe_direct_store() -> tuple[type, type] | bool:
-    """Whether this SDK keeps a span's attributes in ``_attributes._dict``, read back through
-    ``span.attributes``: checked once on a span of a private provider."""
+    """Whether this SDK keeps a span's attributes in ``_attributes._dict`` and its status in
+    ``_status``, read back through ``span.attributes`` and ``span.status``: checked once on a
+    span of a private provider."""
     global _direct_store
     kinds: tuple[type, type] | bool = False
     try:
@@ -285,10 +296,15 @@ def _probe_direct_store() -> tuple[type, type] | bool:
             and hasattr(store, "max_value_len")
             and hasattr(store, "maxlen")
             and getattr(probe, "_end_time", False) is None
+            and isinstance(getattr(probe, "_status", None), Status)
         ):
             store._dict.update({"llmtrace.probe": ("x",)})  # type: ignore[union-attr]
+            probe._status = STATUS_OK  # type: ignore[attr-defined]
             probe.end()
-            if dict(getattr(probe, "attributes", None) or {}) == {"llmtrace.probe": ("x",)}:
+            if (
+                dict(getattr(probe, "attributes", None) or {}) == {"llmtrace.probe": ("x",)}
+                and getattr(probe, "status", None) is STATUS_OK
+            ):
                 kinds = (probe.__class__, store.__class__)
     except Exception:
         logger.debug("llmtrace: attributes go through set_attributes", exc_info=True)

@@ -338,6 +338,9 @@ class ModelCall:
 
     def headers_received(self, at: float | None = None) -> None:
         """Record the first moment the response headers were known (later reports are ignored)."""
+        if self.headers_at is not None:
+            # Known already (the HTTP layer saw them first): no clock read, nothing to record.
+            return
         time_to_headers = self.note_headers(time.monotonic() if at is None else at)
         if time_to_headers is not None:
             self.add_attributes({semconv.TIME_TO_HEADERS: time_to_headers})

@@ -313,15 +313,18 @@ def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     try:
         collected = call.take_collected()
         if span.is_recording():
-            # What the provider sets is gathered, to be set at once (see set_span_attributes).
+            # What the provider sets is gathered, to be set at once with the OK status (see
+            # set_span_attributes), unless recording the response failed.
             attributes: dict[str, Any] = {}
             gathered = GatheredAttributes(span, attributes)
+            recorded = False
             try:
                 plan.record_response(gathered, response, collected)  # type: ignore[arg-type]
+                recorded = True
             finally:
-                if attributes:
-                    set_span_attributes(span, attributes)
-        span.set_status(STATUS_OK)
+                set_span_attributes(span, attributes, recorded)
+        else:
+            span.set_status(STATUS_OK)
     except Exception:
         log_once(logger, "model response recording failed")
     finally:

@@ -400,29 +400,45 @@ def _input_messages(body: Mapping[str, Any]) -> Any:
     return None
 
 
-# id(base URL) -> (that URL, LLMTRACE_PROVIDER_NAME then, its attributes). Keyed by identity: a
-# client keeps one URL object until its base_url is set again, and hashing or comparing URLs
-# costs more than what is cached. The URL is held, so its id is not reused while cached.
-_endpoints: dict[int, tuple[Any, str, dict[str, Any]]] = {}
+# id(base URL) -> (that URL, LLMTRACE_PROVIDER_NAME then, the calls seen: (operation, stage,
+# model, stream) -> (span name, start attributes)). Keyed by identity: a client keeps one URL
+# object until its base_url is set again, and hashing or comparing URLs costs more than what is
+# cached. The URL is held, so its id is not reused while cached.
+_Start = tuple[str, dict[str, Any]]
+_endpoints: dict[int, tuple[Any, str, dict[tuple[str, str, str | None, bool], _Start]]] = {}
 
 
-def _endpoint_attributes(base_url: Any) -> dict[str, Any]:
-    """Provider and server of a client's base URL: the same for every call of that client
-    (and the same LLMTRACE_PROVIDER_NAME). Callers copy the result; the cached dict never changes."""
+def _start_of(base_url: Any, operation: str, stage: str, model: str | None, stream: bool) -> _Start:
+    """(span name, start attributes before the body's parameters) of a call through a client's
+    base URL: the same for every call of that client with the same model, operation and stream
+    (and the same LLMTRACE_PROVIDER_NAME). Callers copy the attributes; the cached dict never
+    changes."""
     configured = configured_provider_name()
-    cached = _endpoints.get(id(base_url))
-    if cached is not None and cached[0] is base_url and cached[1] == configured:
-        return cached[2]
+    endpoint = _endpoints.get(id(base_url))
+    if endpoint is None or endpoint[0] is not base_url or endpoint[1] != configured:
+        if len(_endpoints) >= 64:
+            _endpoints.clear()
+        endpoint = _endpoints[id(base_url)] = (base_url, configured, {})
+    calls = endpoint[2]
+    key = (operation, stage, model, stream)
+    start = calls.get(key)
+    if start is not None:
+        return start
     port = base_url.port or (443 if base_url.scheme == "https" else 80)
-    attributes = {
+    attributes: dict[str, Any] = {
+        semconv.STAGE: stage,
+        semconv.GEN_AI_OPERATION_NAME: operation,
         semconv.GEN_AI_PROVIDER_NAME: provider_name(base_url.host, port, base_url.path),
         semconv.SERVER_ADDRESS: base_url.host,
         semconv.SERVER_PORT: port,
+        semconv.GEN_AI_REQUEST_STREAM: stream,
     }
-    if len(_endpoints) >= 64:
-        _endpoints.clear()
-    _endpoints[id(base_url)] = (base_url, configured, attributes)
-    return attributes
+    if model is not None:
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    start = (f"{operation} {model}" if model else operation, attributes)
+    if len(calls) < 64:
+        calls[key] = start
+    return start
 
 
 def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
@@ -440,15 +456,14 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         body = {}
     model = body.get("model")
     stream = bool(kwargs.get("stream")) or body.get("stream") is True
-    attributes: dict[str, Any] = {
-        semconv.STAGE: stage,
-        semconv.GEN_AI_OPERATION_NAME: operation,
-        **_endpoint_attributes(base_url_of(instance)),
-        semconv.GEN_AI_REQUEST_STREAM: stream,
-    }
-    if isinstance(model, str):
-        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-    attributes.update(request_attributes(body))
+    named = model if isinstance(model, str) else None
+    span_name, start_attributes = _start_of(base_url_of(instance), operation, stage, named, stream)
+    if model and named is None:
+        # Not a model name (not recorded as one), but the span is named after it all the same.
+        span_name = f"{operation} {model}"
+    attributes = dict(start_attributes)
+    if not _PARAMETER_KEYS.isdisjoint(body):
+        attributes.update(request_attributes(body))
     capture, max_bytes, redact, inject_usage = capture_settings()
     if capture:
         messages = _input_messages(body)
@@ -459,7 +474,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     output_budget = (max_bytes, redact) if capture else None
 
     plan = Plan(
-        span_name=f"{operation} {model}" if model else operation,
+        span_name=span_name,
         attributes=attributes,
         parser_factory=ChatChunkParser,
         record_response=functools.partial(_record_response, output_budget=output_budget)
