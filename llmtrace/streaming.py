@@ -33,7 +33,6 @@ import contextlib
 import logging
 import threading
 import time
-from itertools import compress
 from typing import Any, Protocol
 
 import wrapt
@@ -161,26 +160,27 @@ class StreamRecorder:
         span = self.span
         try:
             ended_at = time.monotonic()
-            attributes: dict[str, Any] = (
+            # The stream's own measures: plain values by construction (see set_span_attributes).
+            measured: dict[str, Any] = (
                 {semconv.STREAM_END: how, semconv.CHUNK_COUNT: self.chunk_count}
                 if self.streaming
                 else {}
             )
             if self.first_chunk_at is not None:
-                attributes[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                measured[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
                     self.first_chunk_at - self.started_at
                 )
             if self.first_token_at is not None:
                 generation_time = ended_at - self.first_token_at
-                attributes[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
-                attributes[semconv.GENERATION_TIME] = generation_time
+                measured[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
+                measured[semconv.GENERATION_TIME] = generation_time
                 tokens = self.parser.output_tokens()
                 if tokens and generation_time > 0:
-                    attributes[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
-            if self.collected:
-                attributes.update(self.collected)
-            # What the parser sets is gathered with the rest, for one call to set them all.
-            gathered = GatheredAttributes(span, attributes)
+                    measured[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            # What was gathered during the call and what the parser sets are gathered together,
+            # for one call to set them all. (Nothing reads the call's gathered attributes after
+            # the stream's end: they are added to here.)
+            gathered = GatheredAttributes(span, self.collected if self.collected else {})
             # A completed stream's OK status goes with the attributes (see set_span_attributes),
             # unless the parser failed.
             ok = False
@@ -188,7 +188,7 @@ class StreamRecorder:
                 self.parser.finish(gathered)  # type: ignore[arg-type]
                 ok = how == "completed"
             finally:
-                set_span_attributes(span, attributes, ok)
+                set_span_attributes(span, gathered.attributes, ok, measured)
             if how == "error" and exc is not None:
                 record_error(span, exc)
         except Exception:
@@ -217,9 +217,16 @@ _PLAIN_OR_SEQUENCE = _PLAIN_VALUES | _SEQUENCES
 _direct_store: tuple[type, type] | bool | None = None
 
 
-def set_span_attributes(span: Span, attributes: dict[str, Any], ok: bool = False) -> None:
+def set_span_attributes(
+    span: Span,
+    attributes: dict[str, Any],
+    ok: bool = False,
+    plain: dict[str, Any] | None = None,
+) -> None:
     """``span.set_attributes(attributes)`` (then ``span.set_status(STATUS_OK)`` when ``ok``), for
-    less when ``span`` is the OpenTelemetry SDK's.
+    less when ``span`` is the OpenTelemetry SDK's. ``plain``: attributes set before those, whose
+    values llmtrace made itself of the classes the SDK keeps as they are (str, int, float, bool),
+    so not looked at again.
 
     The SDK checks and copies each value in Python, one call or more per attribute: about as
     much as llmtrace's own work on a model call for the attributes it records at the end. When
@@ -242,15 +249,20 @@ def set_span_attributes(span: Span, attributes: dict[str, Any], ok: bool = False
             and (
                 store.maxlen is None  # type: ignore[union-attr]
                 # (The store's own dict: its __len__ is a Python call.)
-                or len(store._dict) + len(values) <= store.maxlen  # type: ignore[union-attr]
+                or len(store._dict) + len(values) + len(plain or ())  # type: ignore[union-attr]
+                <= store.maxlen  # type: ignore[union-attr]
             )
         ):
             with span._lock:  # type: ignore[attr-defined]
                 if span._end_time is None:  # type: ignore[attr-defined]
+                    if plain:
+                        store._dict.update(plain)  # type: ignore[union-attr]
                     store._dict.update(values)  # type: ignore[union-attr]
                     if ok:
                         span._status = STATUS_OK  # type: ignore[attr-defined]
                     return
+    if plain:
+        span.set_attributes(plain)
     span.set_attributes(attributes)
     if ok:
         span.set_status(STATUS_OK)
@@ -268,12 +280,12 @@ def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
     if not kinds <= _PLAIN_OR_SEQUENCE:
         return None
     values = dict(attributes)
-    # The keys of the sequences, found in C too.
-    for key in compress(attributes, map(_SEQUENCES.__contains__, map(type, attributes.values()))):
-        value = attributes[key]
-        if not set(map(type, value)) <= plain:
-            return None
-        values[key] = tuple(value)
+    # (A plain loop: finding the sequences' keys in C costs more for the dozen attributes here.)
+    for key, value in attributes.items():
+        if type(value) in _SEQUENCES:
+            if not set(map(type, value)) <= plain:
+                return None
+            values[key] = tuple(value)
     return values
 
 
