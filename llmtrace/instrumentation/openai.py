@@ -242,7 +242,8 @@ def streamed_response_attributes(
         attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
             reasons[index] for index in sorted(reasons)
         ]
-    attributes.update(usage_attributes(usage))
+    if usage is not None:
+        _add_usage(attributes, usage)
     return attributes
 
 
