@@ -242,7 +242,7 @@ def request_breakdown(requests: int) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from llmtrace.request_metrics import figures, to_analysis_span
+    from llmtrace.request_metrics import figures, hold
 
     spans_only, _ = _pipeline(False)
     with_breakdown, processor = _pipeline(True)
@@ -267,7 +267,7 @@ def request_breakdown(requests: int) -> None:
     finished = captured.get_finished_spans()
     inferred: list = []
     root = finished[-1]
-    children = [to_analysis_span(span, inferred) for span in finished[:-1]]
+    children = [hold(span, span.context.span_id, inferred) for span in finished[:-1]]
     assert processor is not None
     open_root = with_breakdown.get_tracer("bench").start_span("open root")
     child = with_breakdown.get_tracer("bench").start_span(

@@ -89,7 +89,6 @@ from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace
 from llmtrace.analysis.otlp import (
     KEPT_ATTRIBUTES,
     TABLE_ATTRIBUTES,
-    link_children,
     stage_name,
     yield_to_wire,
 )
@@ -140,8 +139,6 @@ TOKEN_BUCKETS = (
 )
 # fmt: on
 
-# OTLP's SpanKind enum is the SDK's plus one (OTLP has UNSPECIFIED = 0).
-_KIND = {kind: kind.value + 1 for kind in SpanKind}
 _STAGE = sc.STAGE
 _MODEL_CALL = conventions.MODEL_CALL
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
@@ -280,7 +277,7 @@ class _Pending:
     def __init__(self, started: float) -> None:
         self.started = started
         self.roots: set[int] = set()
-        self.spans: list[Span] = []
+        self.spans: list[_Held] = []
         self.inferred: list[Span] = []
         self.dropped = 0
         self.linked = False  # a local root that ended linked the spans into its tree
@@ -313,52 +310,45 @@ def _held_attributes(held: Any) -> Mapping[str, Any]:
     return held or {}
 
 
-# attributes, context, parent, name, kind, start and end of a finished span
-_Fields = tuple[Mapping[str, Any], Any, Any, str, SpanKind, int, int]
+# One ended span as the processor holds it: its span id, its parent's (0 for none), and the span in
+# the analysis model. The ids stay the SDK's integers: linking by them formats and hashes no
+# strings. The analysis spans' own string ids are left empty, since nothing here reads them.
+_Held = tuple[int, int, Span]
 
 
-def _fields(span: ReadableSpan) -> _Fields:
-    """attributes, context, parent, name, kind, start and end of a finished span."""
-    if span.__class__ is ReadableSpan:
-        # what the SDK hands span processors: its fields, without a property call for each
-        return (
-            _held_attributes(span._attributes),
-            span._context,
-            span._parent,
-            span._name,
-            span._kind,
-            span._start_time or 0,
-            span._end_time or 0,
-        )
-    return (
-        _held_attributes(getattr(span, "_attributes", None) or span.attributes),
-        span.context,
-        span.parent,
-        span.name,
-        span.kind,
-        span.start_time or 0,
-        span.end_time or 0,
-    )
-
-
-def to_analysis_span(span: ReadableSpan, inferred: list[Span]) -> Span:
-    """The analysis model of one finished SDK span, read as ``analysis.otlp`` reads its OTLP JSON:
-    the attributes the analysis keeps, and a foreign span's through the conventions table.
+def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
+    """One finished SDK span (``span_id``: its id) in the analysis model, read as
+    ``analysis.otlp`` reads its OTLP JSON: the attributes the analysis keeps, and a foreign span's
+    through the conventions table (``inferred`` receives those it made model calls).
 
     A span with a stage (llmtrace's own) keeps its arrays as the SDK's tuples: nothing that reads
     such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
-    return _convert(span, _fields(span), inferred)
-
-
-def _convert(span: ReadableSpan, fields: _Fields, inferred: list[Span]) -> Span:
-    source, context, parent, name, kind, start, end = fields
-    span_id = format(context.span_id, "016x") if context is not None else ""
-    parent_id = format(parent.span_id, "016x") if parent is not None else None
+    if span.__class__ is ReadableSpan:
+        # what the SDK hands span processors: its fields, without a property call for each
+        source = _held_attributes(span._attributes)
+        parent = span._parent
+        kind = span._kind
+        name = span._name
+        start = span._start_time or 0
+        end = span._end_time or 0
+    else:
+        source = _held_attributes(getattr(span, "_attributes", None) or span.attributes)
+        parent = span.parent
+        kind = span.kind
+        name = span.name
+        start = span.start_time or 0
+        end = span.end_time or 0
+    # OTLP's SpanKind is the SDK's plus one (OTLP has UNSPECIFIED = 0): the enum member's value
+    # read directly, where a lookup keyed by the member would hash it in Python
+    kind_number = kind._value_ + 1
+    parent_id = parent.span_id if parent is not None else 0
     if source.get(_STAGE).__class__ is str:
         # the common case: the stage is declared, the conventions table is not read
         kept = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
-        return Span(span_id, parent_id, name, _KIND.get(kind, 0), start, end, kept, None)
-    attributes: dict[str, Any] = {}
+        return span_id, parent_id, Span("", None, name, kind_number, start, end, kept)
+    model = Span("", None, name, kind_number, start, end, {})
+    held = (span_id, parent_id, model)
+    attributes = model.attributes
     foreign: dict[str, Any] = {}
     read_by_table = False
     for key, value in source.items():
@@ -369,62 +359,64 @@ def _convert(span: ReadableSpan, fields: _Fields, inferred: list[Span]) -> Span:
             attributes[key] = stage_name(value) if key == _STAGE else value
         elif key in TABLE_ATTRIBUTES:
             foreign[key] = _plain(value)
-    model = Span(span_id, parent_id, name, _KIND.get(kind, 0), start, end, attributes, None)
     if _STAGE in attributes:
-        return model
+        return held
     first_token_at = None
-    for event in span.events:
+    events = span._events if span.__class__ is ReadableSpan else span.events
+    for event in events or ():
         if event.name in _FIRST_TOKEN_EVENTS:
             first_token_at = event.timestamp
             break
     if not read_by_table and first_token_at is None and not _CATCH_ALL:
         # nothing the table reads: it would find no rule and no alias (the common case of a span
         # of llmtrace's own without a stage, an HTTP span or a workflow)
-        return model
-    assigned = conventions.normalize(attributes, foreign, first_token_at, start)
+        return held
+    assigned = conventions.normalize(attributes, foreign, first_token_at, model.start)
     if assigned and attributes[_STAGE] == _MODEL_CALL:
         inferred.append(model)
-    return model
+    return held
 
 
-def local_trace(root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = ()) -> Trace:
-    """``root`` and the spans under it among ``spans`` (already converted by
-    ``to_analysis_span``; ``inferred``: those it made model calls), as the report's trace model."""
-    return _local_tree(root, _fields(root), spans, inferred, True)[0]
-
-
-def _local_tree(
-    root: ReadableSpan,
-    fields: _Fields,
-    spans: Sequence[Span],
-    inferred: Sequence[Span],
-    relink: bool,
+def local_trace(
+    root: ReadableSpan, spans: Sequence[_Held], inferred: Sequence[Span], relink: bool
 ) -> tuple[Trace, bool]:
-    """``local_trace``, and whether every one of ``spans`` is under its root (no other local
-    root's spans, no orphans). ``relink``: another local root may have linked ``spans`` before."""
+    """``root`` and the spans under it among ``spans`` (held by ``hold``; ``inferred``: those it
+    made model calls) as the report's trace model, and whether every one of ``spans`` is under
+    that root (no other local root's spans, no orphans). ``relink``: another local root of the
+    trace may have linked ``spans`` before."""
     calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
-    by_id: dict[str, Span] = {}
-    for span in spans:
+    context = root.context
+    root_id, root_parent, root_model = hold(root, context.span_id if context else 0, calls)
+    by_id = {root_id: root_model}
+    for span_id, _, span in spans:
         if relink:
             span.children = NO_CHILDREN
-        by_id[span.span_id] = span
-    root_model = _convert(root, fields, calls)
-    by_id[root_model.span_id] = root_model
-    roots = link_children(by_id)
+        by_id[span_id] = span
+    whole = len(by_id) == len(spans) + 1
+    # as analysis.otlp.link_children links a file's spans, by integer ids
+    for _, parent_id, span in spans:
+        parent = by_id.get(parent_id) if parent_id else None
+        if parent is None or parent is span:
+            whole = False  # an orphan, or the root of another local trace
+            continue
+        if span.end <= 0 or span.end < span.start:
+            span.end = span.start
+        children = parent.children
+        if children:
+            children.append(span)  # type: ignore[attr-defined]
+        else:
+            parent.children = [span]
     if calls:
         yield_to_wire(calls)
-    context = fields[1]
-    trace_id = format(context.trace_id, "032x") if context is not None else ""
-    whole = len(roots) == 1 and len(by_id) == len(spans) + 1
-    return Trace(trace_id, root_model, orphan=root_model.parent_id is not None), whole
+    return Trace("", root_model, orphan=root_parent != 0), whole
 
 
-def _model_calls(trace: Trace, spans: Sequence[Span], whole: bool) -> list[Span]:
+def _model_calls(trace: Trace, spans: Sequence[_Held], whole: bool) -> list[Span]:
     """The trace's model calls, in the order the report walks them (parents first, siblings by
     start): the order that breaks a tie between calls of equal duration and sums their tokens.
     Walking the tree is needed only to order several calls."""
     if whole:
-        calls = [span for span in spans if span.attributes.get(_STAGE) == _MODEL_CALL]
+        calls = [span for _, _, span in spans if span.attributes.get(_STAGE) == _MODEL_CALL]
         if trace.root.attributes.get(_STAGE) == _MODEL_CALL:
             calls.append(trace.root)
         if len(calls) <= 1:
@@ -439,12 +431,11 @@ def _number(value: Any) -> float | None:
 
 
 def figures(
-    root: ReadableSpan, spans: Sequence[Span], inferred: Sequence[Span] = (), relink: bool = True
+    root: ReadableSpan, spans: Sequence[_Held], inferred: Sequence[Span] = (), relink: bool = True
 ) -> RequestFigures:
     """The breakdown and facts of one local request (``spans``: the others of its trace, as
-    ``local_trace`` takes them; ``relink``: another local root of the trace linked them)."""
-    fields = _fields(root)
-    trace, whole = _local_tree(root, fields, spans, inferred, relink)
+    ``local_trace`` takes them)."""
+    trace, whole = local_trace(root, spans, inferred, relink)
     phases: dict[int, ModelPhases] = {}
     stages = {stage: nanos / NANOS for stage, nanos in stage_nanos(trace, phases).items()}
     calls = _model_calls(trace, spans, whole)
@@ -471,13 +462,13 @@ def figures(
         tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
         if tokens is not None:
             output_tokens = int((output_tokens or 0) + tokens)
-    root_attributes = fields[0]
+    root_attributes = _held_attributes(getattr(root, "_attributes", None) or root.attributes)
     route = root_attributes.get(sc.HTTP_ROUTE)
     error = root_attributes.get(sc.ERROR_TYPE)
     if not isinstance(error, str):
         error = "_OTHER" if root.status.status_code is StatusCode.ERROR else None
     return RequestFigures(
-        name=route if isinstance(route, str) and route else fields[3],
+        name=route if isinstance(route, str) and route else trace.root.name,
         duration=max(trace.duration, 0.0),
         stages=stages,
         model=model,
@@ -664,15 +655,16 @@ class RequestMetricsProcessor(SpanProcessor):
         pending = self._pending.get(context.trace_id)
         if pending is None:
             return
+        span_id = context.span_id
         try:
-            if context.span_id not in pending.roots:
+            if span_id not in pending.roots:
                 if len(pending.spans) < self.max_spans:
-                    pending.spans.append(to_analysis_span(span, pending.inferred))
+                    pending.spans.append(hold(span, span_id, pending.inferred))
                 else:
                     pending.dropped += 1
                 return
             with self._lock:
-                pending.roots.discard(context.span_id)
+                pending.roots.discard(span_id)
                 # copies: a span of the trace may still end on another thread
                 spans = list(pending.spans)
                 inferred = list(pending.inferred)
@@ -681,7 +673,7 @@ class RequestMetricsProcessor(SpanProcessor):
                 if pending.roots:
                     # another local root of this trace is still open: keep this one's spans,
                     # the report would join them under it too
-                    pending.spans.append(to_analysis_span(span, pending.inferred))
+                    pending.spans.append(hold(span, span_id, pending.inferred))
                     pending.linked = True
                 else:
                     self._pending.pop(context.trace_id, None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from llmtrace import semconv as sc
@@ -31,6 +32,7 @@ from llmtrace.analysis.model import KIND_SERVER, NANOS, Span, Trace
 _STAGES = frozenset(sc.STAGES)
 _MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 _ROOT_STAGE = "other"
+_TRANSPORT_PHASES = (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT)
 # What a server may report of its own timings on the client's span (read by server_timings).
 _SERVER_REPORTED = frozenset(
     {
@@ -95,6 +97,8 @@ class TraceBreakdown:
 def _seconds(value: Any) -> float | None:
     if value.__class__ is float:
         return value
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -227,8 +231,10 @@ def server_timings(span: Span) -> ServerTimings | None:
 def _transport_time(span: Span) -> float:
     attributes = span.attributes
     total = 0.0
-    for name in (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT):
-        value = _seconds(attributes.get(name))
+    for name in _TRANSPORT_PHASES:
+        value = attributes.get(name)
+        if value is not None:
+            value = _seconds(value)
         if value is not None and value > 0:
             total += value
     return total
@@ -280,24 +286,30 @@ def _emit_model_call(
     phases = model_phases(span)
     if phases_seen is not None:
         phases_seen[id(span)] = phases
+    name = span.name
     boundary = span.start
     for stage, seconds in (
         ("network", phases.network),
         ("queue", phases.queue),
         ("load", phases.load),
         ("ttft", phases.ttft),
-        ("generation", phases.generation),
     ):
+        if seconds <= 0.0:
+            continue  # no time (most calls have no queue or load): nothing to emit
         phase_start = boundary
-        boundary = span.end if stage == "generation" else boundary + round(seconds * NANOS)
-        start = max(phase_start, low)
-        end = min(boundary, high)
+        boundary += round(seconds * NANOS)
+        start = phase_start if phase_start > low else low
+        end = boundary if boundary < high else high
         if end > start:
-            out.append((start, end, stage, span.name))
+            out.append((start, end, stage, name))
+    # generation: the rest, to the call's end
+    start = boundary if boundary > low else low
+    end = span.end if span.end < high else high
+    if end > start:
+        out.append((start, end, "generation", name))
 
 
-def _end_time(span: Span) -> int:
-    return span.end
+_end_time = attrgetter("end")
 
 
 @dataclass(slots=True)
@@ -368,11 +380,11 @@ def _walk_critical_path(
             frame.next += 1
             if child.start >= frame.cursor:
                 continue  # entirely after the stretch already explained: concurrent work
-            child_end = min(child.end, frame.cursor)
+            child_end = child.end if child.end < frame.cursor else frame.cursor
             if child_end <= frame.low:
                 frame.next = len(ordered)
                 break
-            child_start = max(child.start, frame.low)
+            child_start = child.start if child.start > frame.low else frame.low
             if child_end <= child_start:
                 continue
             if child_end < frame.cursor:
