@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import time_ns
 from typing import Any
 
@@ -90,13 +90,20 @@ class Series:
 
     def add(self, value: float) -> None:
         """Called with the histograms' lock held."""
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.count += 1
-        self.sum += value
-        if value < self.min:
-            self.min = value
-        if value > self.max:
-            self.max = value
+        add_points(((self, value),))
+
+
+def add_points(points: Iterable[tuple[Series, float]]) -> None:
+    """Adds each value to its series; called with the histograms' lock held. A request's points
+    are added in one loop: a method call for each cost about as much as the point."""
+    for series, value in points:
+        series.counts[bisect_left(series.bounds, value)] += 1
+        series.count += 1
+        series.sum += value
+        if value < series.min:
+            series.min = value
+        if value > series.max:
+            series.max = value
 
 
 class RequestHistograms:

@@ -94,7 +94,7 @@ from llmtrace.analysis.otlp import (
 )
 from llmtrace.errors import ConfigError
 from llmtrace.options import _parse_bool, _parse_float
-from llmtrace.request_histograms import HistogramSpec, RequestHistograms, Series
+from llmtrace.request_histograms import HistogramSpec, RequestHistograms, Series, add_points
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,10 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
     such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
     if span.__class__ is ReadableSpan:
         # what the SDK hands span processors: its fields, without a property call for each
-        source = _held_attributes(span._attributes)
+        held: Any = span._attributes
+        # the SDK's own dict of an ended span is never written again
+        frozen = held.__class__ is BoundedAttributes
+        source: Any = held._dict if frozen else held or {}
         parent = span._parent
         kind = span._kind
         name = span._name
@@ -333,6 +336,7 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
         end = span._end_time or 0
     else:
         source = _held_attributes(getattr(span, "_attributes", None) or span.attributes)
+        frozen = False
         parent = span.parent
         kind = span.kind
         name = span.name
@@ -341,13 +345,16 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
     # OTLP's SpanKind is the SDK's plus one (OTLP has UNSPECIFIED = 0): the enum member's value
     # read directly, where a lookup keyed by the member would hash it in Python
     kind_number = kind._value_ + 1
-    parent_id = parent.span_id if parent is not None else 0
+    parent_id = parent[1] if parent is not None else 0  # a SpanContext: its span id
     if source.get(_STAGE).__class__ is str:
-        # the common case: the stage is declared, the conventions table is not read
-        kept = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
-        return span_id, parent_id, Span("", None, name, kind_number, start, end, kept)
+        # the common case: the stage is declared, the conventions table is not read. The SDK's
+        # dict is held as it is when the analysis keeps all of it (llmtrace's spans); nothing
+        # here writes to a declared-stage span's attributes. A filtered copy otherwise.
+        if not (frozen and KEPT_ATTRIBUTES.issuperset(source)):
+            source = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
+        return span_id, parent_id, Span("", None, name, kind_number, start, end, source)
     model = Span("", None, name, kind_number, start, end, {})
-    held = (span_id, parent_id, model)
+    kept = (span_id, parent_id, model)
     attributes = model.attributes
     foreign: dict[str, Any] = {}
     read_by_table = False
@@ -360,7 +367,7 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
         elif key in TABLE_ATTRIBUTES:
             foreign[key] = _plain(value)
     if _STAGE in attributes:
-        return held
+        return kept
     first_token_at = None
     events = span._events if span.__class__ is ReadableSpan else span.events
     for event in events or ():
@@ -370,11 +377,11 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
     if not read_by_table and first_token_at is None and not _CATCH_ALL:
         # nothing the table reads: it would find no rule and no alias (the common case of a span
         # of llmtrace's own without a stage, an HTTP span or a workflow)
-        return held
+        return kept
     assigned = conventions.normalize(attributes, foreign, first_token_at, model.start)
     if assigned and attributes[_STAGE] == _MODEL_CALL:
         inferred.append(model)
-    return held
+    return kept
 
 
 def local_trace(
@@ -467,15 +474,16 @@ def figures(
     error = root_attributes.get(sc.ERROR_TYPE)
     if not isinstance(error, str):
         error = "_OTHER" if root.status.status_code is StatusCode.ERROR else None
+    duration = (trace.root.end - trace.root.start) / NANOS
     return RequestFigures(
-        name=route if isinstance(route, str) and route else trace.root.name,
-        duration=max(trace.duration, 0.0),
-        stages=stages,
-        model=model,
-        error_type=error,
-        time_to_first_token=ttft,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
+        route if route.__class__ is str and route else trace.root.name,
+        duration if duration > 0.0 else 0.0,
+        stages,
+        model,
+        error,
+        ttft,
+        input_tokens,
+        output_tokens,
     )
 
 
@@ -629,13 +637,20 @@ class RequestMetricsProcessor(SpanProcessor):
         return len(self._pending)
 
     def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
-        parent = span.parent
-        if parent is not None and not parent.is_remote:
+        # The SDK span's fields and its SpanContext's items (a SpanContext is a tuple: trace id,
+        # span id, is_remote, ...) read directly: for the children, which return at once, a
+        # property call each was most of the work.
+        if span.__class__ is SdkSpan:
+            parent = span._parent
+            context = span._context
+        else:
+            parent = span.parent
+            context = span.context
+        if parent is not None and not parent[2]:
             return
-        context = span.context
         if context is None:
             return
-        trace_id = context.trace_id
+        trace_id = context[0]
         now = self._clock()
         with self._lock:
             pending = self._pending.get(trace_id)
@@ -646,16 +661,17 @@ class RequestMetricsProcessor(SpanProcessor):
                     self._count_untracked("traces_in_flight")
                     return
                 pending = self._pending[trace_id] = _Pending(now)
-            pending.roots.add(context.span_id)
+            pending.roots.add(context[1])
 
     def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
+        # fields and SpanContext items read directly, as in on_start
+        context = span._context if span.__class__ is ReadableSpan else span.context
         if context is None:
             return
-        pending = self._pending.get(context.trace_id)
+        pending = self._pending.get(context[0])
         if pending is None:
             return
-        span_id = context.span_id
+        span_id = context[1]
         try:
             if span_id not in pending.roots:
                 if len(pending.spans) < self.max_spans:
@@ -676,7 +692,7 @@ class RequestMetricsProcessor(SpanProcessor):
                     pending.spans.append(hold(span, span_id, pending.inferred))
                     pending.linked = True
                 else:
-                    self._pending.pop(context.trace_id, None)
+                    self._pending.pop(context[0], None)
             if dropped:
                 self.spans_dropped += dropped
                 self._spans_dropped.add(dropped)
@@ -719,21 +735,18 @@ class RequestMetricsProcessor(SpanProcessor):
         labels: _LabelSet, request: RequestFigures, histograms: RequestHistograms
     ) -> None:
         stage_series = labels.stage_series
-        stages = [
-            (stage_series.get(stage) or labels.stage(stage), seconds)
-            for stage, seconds in request.stages.items()
-            if seconds > 0
-        ]
+        points: list[tuple[Series, float]] = [(labels.duration, request.duration)]
+        for stage, seconds in request.stages.items():
+            if seconds > 0:
+                points.append((stage_series.get(stage) or labels.stage(stage), seconds))
+        if request.time_to_first_token is not None:
+            points.append((labels.ttft, request.time_to_first_token))
+        if request.input_tokens is not None:
+            points.append((labels.input_tokens, request.input_tokens))
+        if request.output_tokens is not None:
+            points.append((labels.output_tokens, request.output_tokens))
         with histograms.lock:
-            labels.duration.add(request.duration)
-            for series, seconds in stages:
-                series.add(seconds)
-            if request.time_to_first_token is not None:
-                labels.ttft.add(request.time_to_first_token)
-            if request.input_tokens is not None:
-                labels.input_tokens.add(request.input_tokens)
-            if request.output_tokens is not None:
-                labels.output_tokens.add(request.output_tokens)
+            add_points(points)
 
     def _evict_expired(self, now: float) -> None:
         # Called with the lock held. Entries are in start order: only the oldest can be stale.
