@@ -15,7 +15,9 @@ of seven spans exported through a batch processor and the OTLP encoder: the proc
 CPU time per request and per span (over the CPU time the request's spans cost without it), where
 it goes (the breakdown, the histogram points), the same with the points recorded through the
 OpenTelemetry SDK instead of llmtrace's own aggregation, what recording unsampled traces costs,
-and the memory it holds with 10,000 requests in flight.
+and the memory it holds with 10,000 requests in flight. The added cost is also counted in CPU
+instructions under callgrind (when valgrind is installed): CPU times on a shared machine swing
+by a third from run to run, instruction counts repeat.
 
     python benchmarks/overhead_core.py [--calls 200000] [--requests 3000] [--only-requests]
 """
@@ -64,7 +66,12 @@ def main() -> None:
     parser.add_argument("--ratio-zero-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--only-requests", action="store_true")
+    parser.add_argument("--request-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.request_child:
+        breakdown, requests, library = args.request_child
+        _request_instruction_child(breakdown == "1", int(requests), library)
+        return
     if args.ratio_zero_child:
         bare, decorated = unsampled_ratio_zero(args.calls)
         print(f"{bare} {decorated}")
@@ -219,6 +226,70 @@ def _pipeline(
     return provider, processor
 
 
+def _request_instruction_child(breakdown: bool, requests: int, callgrind_library: str) -> None:
+    """Run inside valgrind: a pipeline with or without the breakdown, warmed up, then
+    ``requests`` requests and a flush (the batch exporter's thread counts too). With a library
+    that turns callgrind's instrumentation on, imports and set-up run uninstrumented."""
+    import gc
+
+    provider, _ = _pipeline(breakdown)
+    tracer = provider.get_tracer("bench")
+    for _ in range(200):
+        _rag_request(tracer)
+    provider.force_flush()
+    gc.collect()
+    if callgrind_library:
+        import ctypes
+
+        ctypes.CDLL(callgrind_library).start()
+    for _ in range(requests):
+        _rag_request(tracer)
+    provider.force_flush()
+
+
+def _instructions_per_request() -> dict[bool, float] | None:
+    """CPU instructions per request under callgrind, without and with the breakdown: the figure
+    that repeats on a shared machine, where CPU times swing by a third from run to run. Each
+    pipeline runs twice, with 300 and 1,300 requests, so start-up cancels out; the hash seed is
+    fixed so that dictionary layouts are the same from run to run."""
+    import os
+    import re
+    import shutil
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks._peers import callgrind_start_library
+
+    if shutil.which("valgrind") is None:
+        return None
+    library = callgrind_start_library() or ""
+    per_request = {}
+    for breakdown in (False, True):
+        counts = []
+        for requests in (300, 1300):
+            result = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                    f"--instr-atstart={'no' if library else 'yes'}",
+                    sys.executable,
+                    __file__,
+                    "--request-child",
+                    "1" if breakdown else "0",
+                    str(requests),
+                    library,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )
+            counts.append(int(re.search(r"Collected : (\d+)", result.stderr).group(1)))  # type: ignore[union-attr]
+        per_request[breakdown] = (counts[1] - counts[0]) / 1000
+    return per_request
+
+
 def _cpu_per_request_us(provider: TracerProvider, requests: int) -> float:
     """Process CPU time (every thread: the batch exporter's too) per request, in microseconds."""
     import time
@@ -351,6 +422,17 @@ def request_breakdown(requests: int) -> None:
     print(f"            the breakdown at the root's end   {breakdown_us:10.1f} us")
     points = 1 + len(request.stages) + 3
     print(f"            the {points} histogram points          {record_us:10.1f} us")
+    instructions = _instructions_per_request()
+    if instructions is None:
+        print("  CPU instructions: valgrind not installed (apt-get install valgrind)")
+    else:
+        spans_only, with_it = instructions[False], instructions[True]
+        added_instructions = with_it - spans_only
+        print(
+            f"  CPU instructions per request (callgrind)    {spans_only / 1e3:8.0f} k spans only,"
+            f" {added_instructions / 1e3:+.0f} k with the breakdown"
+            f" ({added_instructions / spans_only:.1%}; target < 10%)"
+        )
     print("through the OpenTelemetry SDK (an application's own MeterProvider):")
     print(
         f"  CPU per request, with the breakdown         {full_sdk:10.1f} us"
