@@ -36,8 +36,8 @@ request. Sum stage times within one service, never across services.
 Sampling: the processor sees only spans the sampler records. With ``unsampled=True`` (opt-in)
 ``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
 request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
-measures it: on a busy 2-core machine about 55 us per request of seven spans with the traces
-dropped, 155 us with them recorded and broken down). While it is on, ``config.record_unsampled``
+measures it: on a busy 2-core machine about 50 us per request of seven spans with the traces
+dropped, 170 us with them recorded and broken down). While it is on, ``config.record_unsampled``
 is True, and llmtrace's instrumentation gates (which otherwise skip children of an unsampled
 parent) start children under a parent that is recorded but not sampled, so an unsampled
 request's stages are its own.
@@ -53,12 +53,15 @@ any span context, since the span current when a request's root ends is not the r
 exemplar would name another trace, or the caller's), and the SDK's default trace-based exemplar
 filter costs about 2 us per point when a sampled span is current.
 
-Cost, measured by ``benchmarks/overhead_core.py --only-requests`` on a busy 2-core machine, on a
-request of seven spans whose spans cost about 275 us of CPU to create, batch and OTLP-encode:
-about 50-70 us added (20-25%; the issue aimed at 10%): converting each span as it ends about
-2.9 us (a sixth of a span's own cost), the breakdown at the root's end 24-30 us (the report's
-critical path over the analysis model, about half of it ``breakdown.critical_path``), the eleven
-histogram points 3.8 us. Through the SDK the points cost about 75 us instead (+60% in all).
+Cost, measured by ``benchmarks/overhead_core.py --only-requests``, on a request of seven spans
+created, batched and OTLP-encoded: in CPU instructions (callgrind; the figure that repeats) the
+spans cost about 2,380k and the processor adds about 283k (12%; the aim is under 10%). Holding
+each span as it ends costs about 1.9 us (the SDK span's fields read once, its attribute dict held
+as it is), the breakdown at the root's end about 11 us (the report's critical-path walk over the
+analysis model, summed per stage without segments), the eleven histogram points about 3 us. CPU
+time on a busy 2-core machine says 50-66 us added to 250-270 us (19-24%): more than the
+instructions account for, and it moves by a third between runs. Through the SDK the points cost
+about 69 us instead (+50% in all).
 """
 
 from __future__ import annotations
