@@ -90,13 +90,16 @@ class NullParser:
 # Immutable, so one instance serves every call that ends well.
 STATUS_OK = Status(StatusCode.OK)
 
+# Makes a stream's end happen once when two threads end it together: held for a test and a set,
+# so one lock serves every stream (a lock of each stream's own costs its creation, per stream).
+_END_LOCK = threading.Lock()
+
 
 class StreamRecorder:
     """Timing and the end of one streamed model call. Thread-safe to end; O(1) state."""
 
     __slots__ = (
         "__weakref__",
-        "_end_lock",
         "chunk_count",
         "collected",
         "ended",
@@ -129,7 +132,6 @@ class StreamRecorder:
         self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
         self.chunk_count = 0
         self.ended = False
-        self._end_lock = threading.Lock()
         # Attributes gathered for the end by whoever started the stream (a model call's HTTP
         # phases and time to headers), set with the stream's own: one call to set them all.
         self.collected: dict[str, Any] | None = None
@@ -153,7 +155,7 @@ class StreamRecorder:
 
     def end(self, how: str, exc: BaseException | None = None) -> None:
         """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
-        with self._end_lock:
+        with _END_LOCK:
             if self.ended:
                 return
             self.ended = True
@@ -177,10 +179,19 @@ class StreamRecorder:
                 tokens = self.parser.output_tokens()
                 if tokens and generation_time > 0:
                     measured[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
-            # What was gathered during the call and what the parser sets are gathered together,
-            # for one call to set them all. (Nothing reads the call's gathered attributes after
-            # the stream's end: they are added to here.)
-            gathered = GatheredAttributes(span, self.collected if self.collected else {})
+            # What was gathered during the call (a model call's HTTP phases and time to headers)
+            # goes with the stream's own measures when its values are plain, seen at once in C,
+            # so that only what the parser sets is looked at one by one; all are set with one
+            # call. (Nothing reads the call's gathered attributes after the stream's end: they
+            # are added to here when they are not plain.)
+            collected = self.collected
+            attributes: dict[str, Any] = {}
+            if collected:
+                if set(map(type, collected.values())) <= _PLAIN_VALUES:
+                    measured.update(collected)
+                else:
+                    attributes = collected
+            gathered = GatheredAttributes(span, attributes)
             # A completed stream's OK status goes with the attributes (see set_span_attributes),
             # unless the parser failed.
             ok = False
@@ -239,25 +250,32 @@ def set_span_attributes(
     through ``set_status``. Whether this SDK keeps its attributes and status where they are
     looked for is checked once, on a span of its own.
     """
-    store = getattr(span, "_attributes", None)
     kinds = _direct_store if _direct_store is not None else _probe_direct_store()
-    if kinds and span.__class__ is kinds[0] and store.__class__ is kinds[1]:  # type: ignore[index]
-        values = _plain(attributes)
+    if kinds and span.__class__ is kinds[0]:  # type: ignore[index]
+        store: Any = span._attributes  # type: ignore[attr-defined]
+        values: dict[str, Any] | None = attributes
+        # The classes of all values at once (in C, not one Python step per attribute): most
+        # attributes are plain, and the few sequences (finish reasons) are looked at alone.
+        classes = set(map(type, attributes.values()))
+        if not classes <= _PLAIN_VALUES:
+            values = _plain(attributes, classes)
+        # (Apart: a test of the class in the condition would narrow the store's type to object.)
+        known_store = store.__class__ is kinds[1]  # type: ignore[index]
         if (
             values is not None
-            and store.max_value_len is None  # type: ignore[union-attr]
+            and known_store
+            and store.max_value_len is None
             and (
-                store.maxlen is None  # type: ignore[union-attr]
+                store.maxlen is None
                 # (The store's own dict: its __len__ is a Python call.)
-                or len(store._dict) + len(values) + len(plain or ())  # type: ignore[union-attr]
-                <= store.maxlen  # type: ignore[union-attr]
+                or len(store._dict) + len(values) + len(plain or ()) <= store.maxlen
             )
         ):
             with span._lock:  # type: ignore[attr-defined]
                 if span._end_time is None:  # type: ignore[attr-defined]
                     if plain:
-                        store._dict.update(plain)  # type: ignore[union-attr]
-                    store._dict.update(values)  # type: ignore[union-attr]
+                        store._dict.update(plain)
+                    store._dict.update(values)
                     if ok:
                         span._status = STATUS_OK  # type: ignore[attr-defined]
                     return
@@ -268,17 +286,12 @@ def set_span_attributes(
         span.set_status(STATUS_OK)
 
 
-def _plain(attributes: dict[str, Any]) -> dict[str, Any] | None:
-    """The attributes as the SDK would keep them (sequences as tuples), or None when one of
-    them needs the SDK's own checks."""
-    plain = _PLAIN_VALUES
-    # The classes of all values at once (in C, not one Python step per attribute): most
-    # attributes are plain, and the few sequences (finish reasons) are looked at alone.
-    kinds = set(map(type, attributes.values()))
-    if kinds <= plain:
-        return attributes
-    if not kinds <= _PLAIN_OR_SEQUENCE:
+def _plain(attributes: dict[str, Any], classes: set[type]) -> dict[str, Any] | None:
+    """The attributes, whose values are of ``classes`` (not all plain), as the SDK would keep
+    them (sequences as tuples), or None when one of them needs the SDK's own checks."""
+    if not classes <= _PLAIN_OR_SEQUENCE:
         return None
+    plain = _PLAIN_VALUES
     values = dict(attributes)
     # (A plain loop: finding the sequences' keys in C costs more for the dozen attributes here.)
     for key, value in attributes.items():

@@ -38,7 +38,7 @@ import sys
 import time
 import weakref
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from opentelemetry import baggage, propagate, trace
@@ -183,39 +183,50 @@ class PhaseRecorder:
         elif self.span.is_recording():
             self.span.set_attribute(attribute, value)
 
-    def flush(self, more: dict[str, Any] | None = None) -> None:
-        """Set what was collected so far (and ``more``) at once; later phases are set directly."""
+    def flush(self, response: Any = None, streamed: bool = False) -> None:
+        """Hand over what was collected so far at once (later phases are set directly): with
+        the phases up to the response headers worked out from the moments the transport's steps
+        noted (see :func:`transport_patches`; the ``trace`` events compute them as they come)
+        and, for a model call, its time to headers and what its ``response`` says once back.
+
+        ``response``: the model call's response, whose timing headers (OpenAI
+        ``openai-processing-ms``, TGI ``x-*-time``) become ``llmtrace.server.*`` seconds;
+        ``streamed``: its body is still to come, so the headers are known now at the latest.
+        (One step, not one per kind of attribute: it runs on every model call.)
+        """
         pending = self.pending or {}
         self.pending = None
-        if self.moments[4] is not None and semconv.HTTP_RESPONSE_HEADERS not in pending:
-            self._settle(pending)
-        if more:
-            pending.update(more)
+        call = self.call
+        moments = self.moments
+        headers_at = moments[4]
+        if headers_at is not None and semconv.HTTP_RESPONSE_HEADERS not in pending:
+            written = moments[3]
+            if written is not None:
+                sending = moments[2]
+                if sending is not None:
+                    pending[semconv.HTTP_REQUEST_SENT] = written - sending
+                pending[semconv.HTTP_RESPONSE_HEADERS] = headers_at - written
+        elif headers_at is None and streamed:
+            headers_at = time.monotonic()
+        if call is not None and headers_at is not None:
+            time_to_headers = call.note_headers(headers_at)
+            if time_to_headers is not None:
+                pending[semconv.TIME_TO_HEADERS] = time_to_headers
+        if response is not None:
+            try:
+                if self.span.is_recording():
+                    pending.update(_server_timings(response.headers))
+            except Exception:
+                log_once(logger, "server timing headers unreadable")
         try:
             if not pending:
                 return
-            if self.call is not None:
-                self.call.add_attributes(pending)
+            if call is not None:
+                call.add_attributes(pending)
             elif self.span.is_recording():
                 self.span.set_attributes(pending)
         except Exception:
             log_once(logger, "HTTP phase recording failed")
-
-    def _settle(self, pending: dict[str, Any]) -> None:
-        """The phases up to the response headers from the moments the transport's steps noted
-        (see :func:`transport_patches`; the ``trace`` events compute them as they come)."""
-        moments = self.moments
-        headers_at = cast(float, moments[4])
-        written = moments[3]
-        if written is not None:
-            sending = moments[2]
-            if sending is not None:
-                pending[semconv.HTTP_REQUEST_SENT] = written - sending
-            pending[semconv.HTTP_RESPONSE_HEADERS] = headers_at - written
-        if self.call is not None:
-            time_to_headers = self.call.note_headers(headers_at)
-            if time_to_headers is not None:
-                pending[semconv.TIME_TO_HEADERS] = time_to_headers
 
 
 class SyncPhaseRecorder(PhaseRecorder):
@@ -487,13 +498,19 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare_model_request(request, call, False, hooked)
+                try:
+                    recorder = _prepare(request, call.span, call, False, hooked)
+                except Exception:
+                    log_once(logger, "HTTP request preparation failed")
+                    recorder = None
                 try:
                     response = original(self, request, *args, **kwargs)
                 except BaseException:
                     _flush(recorder)
                     raise
-                _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
+                # (Without a recorder of the phases, a bare one hands over the rest.)
+                recorder = recorder or PhaseRecorder(call.span, call, None)
+                recorder.flush(response, bool(kwargs.get("stream")))
                 return response
             if _other_instrumentation_owns_spans(library_name):
                 return original(self, request, *args, **kwargs)
@@ -524,13 +541,19 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return await original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare_model_request(request, call, True, hooked)
+                try:
+                    recorder = _prepare(request, call.span, call, True, hooked)
+                except Exception:
+                    log_once(logger, "HTTP request preparation failed")
+                    recorder = None
                 try:
                     response = await original(self, request, *args, **kwargs)
                 except BaseException:
                     _flush(recorder)
                     raise
-                _after_model_response(call, recorder, response, bool(kwargs.get("stream")))
+                # (Without a recorder of the phases, a bare one hands over the rest.)
+                recorder = recorder or PhaseRecorder(call.span, call, None)
+                recorder.flush(response, bool(kwargs.get("stream")))
                 return response
             if _other_instrumentation_owns_spans(library_name):
                 return await original(self, request, *args, **kwargs)
@@ -556,42 +579,9 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
     return send, async_send
 
 
-def _prepare_model_request(
-    request: Any, call: ModelCall, is_async: bool, hooked: bool
-) -> PhaseRecorder | None:
-    try:
-        return _prepare(request, call.span, call, is_async, hooked)
-    except Exception:
-        log_once(logger, "HTTP request preparation failed")
-        return None
-
-
 def _flush(recorder: PhaseRecorder | None) -> None:
     if recorder is not None:
         recorder.flush()
-
-
-def _after_model_response(
-    call: ModelCall, recorder: PhaseRecorder | None, response: Any, streamed: bool
-) -> None:
-    """The model span's attributes known once the response is back, set with the phases at once:
-    the time to headers of a streamed response (its body is still to come), and the timings a
-    server reports in headers (OpenAI ``openai-processing-ms``, TGI ``x-*-time``) as
-    ``llmtrace.server.*`` seconds."""
-    attributes: dict[str, Any] = {}
-    if streamed and (recorder is None or recorder.moments[4] is None):
-        time_to_headers = call.note_headers(time.monotonic())
-        if time_to_headers is not None:
-            attributes[semconv.TIME_TO_HEADERS] = time_to_headers
-    try:
-        if call.span.is_recording():
-            attributes.update(_server_timings(response.headers))
-    except Exception:
-        log_once(logger, "server timing headers unreadable")
-    if recorder is not None:
-        recorder.flush(attributes)
-    elif attributes:
-        call.add_attributes(attributes)
 
 
 def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
@@ -677,63 +667,58 @@ def _plain_tcp(connection: Any) -> bool:
 
 
 def _tracing(restore: bool) -> tuple[Any, Any]:
-    """(sync, async) wrappers of a connection step ``step(self, request, ...)`` that install a
+    """(sync, async) wrappers of a connection step ``step(self, request)`` that install a
     traced request's recorder as its ``trace`` extension while the step runs (``restore``), or
-    for the rest of the request: the events of what the step does reach the recorder."""
+    for the rest of the request: the events of what the step does reach the recorder. A step
+    that opens a plain TCP connection (no TLS to tell apart: the step is the connect) is timed
+    instead."""
 
-    def install(request: Any) -> tuple[Any, Any] | None:
-        extensions = request.extensions
-        recorder = extensions.get(_RECORDER_KEY)
-        if recorder is None:
-            return None
-        extensions["trace"] = recorder
-        return extensions, recorder.existing
-
-    def uninstall(installed: tuple[Any, Any]) -> None:
-        extensions, existing = installed
+    def uninstall(extensions: Any, existing: Any) -> None:
         if existing is None:
             extensions.pop("trace", None)
         else:
             extensions["trace"] = existing
 
+    # The steps take the request alone, as the transport's steps do (see _marking).
     def make(original: Any) -> Any:
-        def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        def step(self: Any, request: Any) -> Any:
+            extensions = request.extensions
+            recorder = extensions.get(_RECORDER_KEY)
+            if recorder is None:
+                return original(self, request)
             if restore and _plain_tcp(self):
-                # No TLS to tell apart: the step is the connect.
-                recorder = request.extensions.get(_RECORDER_KEY)
-                if recorder is None:
-                    return original(self, request, *args, **kwargs)
                 started = time.monotonic()
-                stream = original(self, request, *args, **kwargs)
+                stream = original(self, request)
                 recorder.set(semconv.HTTP_CONNECT, time.monotonic() - started)
                 return stream
-            installed = install(request)
-            if installed is None or not restore:
-                return original(self, request, *args, **kwargs)
+            extensions["trace"] = recorder
+            if not restore:
+                return original(self, request)
             try:
-                return original(self, request, *args, **kwargs)
+                return original(self, request)
             finally:
-                uninstall(installed)
+                uninstall(extensions, recorder.existing)
 
         return step
 
     def make_async(original: Any) -> Any:
-        async def step(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        async def step(self: Any, request: Any) -> Any:
+            extensions = request.extensions
+            recorder = extensions.get(_RECORDER_KEY)
+            if recorder is None:
+                return await original(self, request)
             if restore and _plain_tcp(self):
-                recorder = request.extensions.get(_RECORDER_KEY)
-                if recorder is None:
-                    return await original(self, request, *args, **kwargs)
                 started = time.monotonic()
-                stream = await original(self, request, *args, **kwargs)
+                stream = await original(self, request)
                 recorder.set(semconv.HTTP_CONNECT, time.monotonic() - started)
                 return stream
-            installed = install(request)
-            if installed is None or not restore:
-                return await original(self, request, *args, **kwargs)
+            extensions["trace"] = recorder
+            if not restore:
+                return await original(self, request)
             try:
-                return await original(self, request, *args, **kwargs)
+                return await original(self, request)
             finally:
-                uninstall(installed)
+                uninstall(extensions, recorder.existing)
 
         return step
 
@@ -759,19 +744,20 @@ def _closing(h11: Any) -> tuple[Any, Any]:
 
     # httpx closes a body read to its end, then closes it again with the response: the second
     # time there is nothing to record, known before a call.
+    # (The body's close takes no arguments: none to pack and unpack, twice per response.)
     def make(original: Any) -> Any:
-        def close(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def close(self: Any) -> Any:
             if not getattr(self, "_closed", True):
                 complete(self)
-            return original(self, *args, **kwargs)
+            return original(self)
 
         return close
 
     def make_async(original: Any) -> Any:
-        async def aclose(self: Any, *args: Any, **kwargs: Any) -> Any:
+        async def aclose(self: Any) -> Any:
             if not getattr(self, "_closed", True):
                 complete(self)
-            return await original(self, *args, **kwargs)
+            return await original(self)
 
         return aclose
 

@@ -228,18 +228,32 @@ def start_model_call(
     attributes: dict[str, Any],
     call_class: type[CallT],
     context: otel_context.Context | None = None,
+    deferred: bool = False,
 ) -> CallT:
     """Start the CLIENT span of a model call about to be sent (see :func:`start_client_span`),
     count it as a provider call and return it (a ``call_class``), to send with
     :func:`call_model` or under ``enter_model_call``; its start time is taken before the span
     starts. ``context``: the current context, when the caller read it already. May raise: the
     caller decides what a failed start means (:func:`start_planned_call` sends the call
-    untraced)."""
+    untraced).
+
+    ``deferred``: when the tracer's sampler does not look at attributes, the start
+    ``attributes`` are the first of the call's ``collected`` ones, set with the rest when it
+    ends (one call to set them all, not one more at the start), for a caller whose every end
+    sets what the call gathered (the span processors' ``on_start`` never sees the start
+    attributes with such a sampler either way).
+    """
     started_at = time.monotonic()
-    span = start_client_span(span_name, attributes, context)
+    collected: dict[str, Any] = {}
+    tracer = get_tracer() if deferred else None
+    if tracer is not None and _attribute_blind(tracer):
+        span = tracer.start_span(span_name, context, kind=SpanKind.CLIENT)
+        collected = dict(attributes)
+    else:
+        span = start_client_span(span_name, attributes, context)
     note_provider_call()
     call = call_class(span, started_at)
-    call.collected = {}
+    call.collected = collected
     return call
 
 
@@ -249,10 +263,12 @@ def start_planned_call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     failure: str = "model call span start failed",
+    deferred: bool = False,
 ) -> tuple[PlanT, ModelCall] | None:
     """(plan, model call started) for a call the planner says is a model call, or None to send
     it untraced: no model call already in flight, the gate (``should_trace``) open, the planner
-    answering a plan, and nothing failing on the way (logged once as ``failure``)."""
+    answering a plan, and nothing failing on the way (logged once as ``failure``). ``deferred``:
+    the plan's attributes may be set when the call ends (see :func:`start_model_call`)."""
     if current_model_call() is not None:
         return None
     context = traceable_context()
@@ -262,7 +278,7 @@ def start_planned_call(
         plan = planner(instance, args, kwargs)
         if plan is None:
             return None
-        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall, context)
+        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall, context, deferred)
     except Exception:
         log_once(logger, failure)
         return None
@@ -360,10 +376,10 @@ def _finish(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
     else:
         traced = None
     if traced is not None:
-        call.headers_received()
-        recorder = StreamRecorder(
-            call.span, started_at=call.started_at, parser=plan.parser_factory()
-        )
+        if call.headers_at is None:
+            # (Known already when the HTTP layer saw the response: no call then.)
+            call.headers_received()
+        recorder = StreamRecorder(call.span, call.started_at, plan.parser_factory())
         # Set at the stream's end, with the phases that complete while it is read.
         recorder.collected = call.collected
         return traced(result, recorder)
@@ -479,7 +495,8 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
 
     def make_request(original: Any) -> Any:
         def request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            prepared = start_planned_call(planner, self, args, kwargs)
+            # Every end of such a call (see _finish and fail_model_call) sets what it gathered.
+            prepared = start_planned_call(planner, self, args, kwargs, deferred=True)
             if prepared is None:
                 return original(self, *args, **kwargs)
             plan, call = prepared
@@ -491,7 +508,7 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
 
     def make_async_request(original: Any) -> Any:
         async def async_request(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            prepared = start_planned_call(planner, self, args, kwargs)
+            prepared = start_planned_call(planner, self, args, kwargs, deferred=True)
             if prepared is None:
                 return await original(self, *args, **kwargs)
             plan, call = prepared

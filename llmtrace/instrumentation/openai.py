@@ -239,9 +239,12 @@ def streamed_response_attributes(
     if model:
         attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
     if reasons:
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
-            reasons[index] for index in sorted(reasons)
-        ]
+        # (Most streams have one choice: its reason needs no ordering.)
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = (
+            list(reasons.values())
+            if len(reasons) == 1
+            else [reasons[index] for index in sorted(reasons)]
+        )
     if usage is not None:
         _add_usage(attributes, usage)
     return attributes
@@ -282,20 +285,23 @@ class ChatChunkParser:
         self.timings: Any = None
 
     def has_content(self, chunk: Any) -> bool:
-        # field_of, not getattr: a field a model lacks (reasoning_content on OpenAI's own deltas,
-        # delta on a legacy completion's choice) costs a raised AttributeError through pydantic.
+        # fields_of, not getattr: a field a model lacks (reasoning_content on OpenAI's own deltas,
+        # delta on a legacy completion's choice) costs a raised AttributeError through pydantic;
+        # and a delta's fields are looked up at once, not one call per name.
         for choice in chunk.choices or ():
-            delta = field_of(choice, "delta")
+            fields = fields_of(choice)
+            delta = fields.get("delta")
             if delta is None:
-                if field_of(choice, "text"):
+                if fields.get("text"):
                     return True
                 continue
+            get = fields_of(delta).get
             if (
-                delta.content
-                or delta.tool_calls
-                or field_of(delta, "function_call")
-                or field_of(delta, "refusal")
-                or field_of(delta, "reasoning_content")
+                get("content")
+                or get("tool_calls")
+                or get("function_call")
+                or get("refusal")
+                or get("reasoning_content")
             ):
                 return True
         return False
@@ -315,7 +321,8 @@ class ChatChunkParser:
             reason = choice.finish_reason
             if reason is not None:
                 self._reasons[choice.index] = reason
-                self._remember_timings(chunk)
+                if usage is None:
+                    self._remember_timings(chunk)
             if self._text is not None and self._text_budget > 0:
                 delta = field_of(choice, "delta")
                 text = delta.content if delta is not None else field_of(choice, "text")
@@ -324,12 +331,15 @@ class ChatChunkParser:
                     self._text_budget -= len(text.encode("utf-8"))  # a byte budget
 
     def _remember_timings(self, chunk: Any) -> None:
-        # llama.cpp's server puts its own prompt/generation timings on the last chunk.
-        timings = field_of(chunk, "timings")
+        # llama.cpp's server puts its own prompt/generation timings on the last chunk, beside
+        # the fields a chunk declares (its extra values, for an SDK model).
+        timings = fields_of(chunk).get("timings")
         if timings is not None:
             self.timings = timings
 
     def output_tokens(self) -> int | None:
+        if self.usage is None:
+            return None
         value = field_of(self.usage, "completion_tokens")
         return value if isinstance(value, int) else None
 
