@@ -431,7 +431,7 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
 
     def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
         super().__init__(wrapped)
-        self._self_recorder = recorder
+        # (One attribute of the proxy's own: each costs a dict entry set through the proxy.)
         self._self_chunks = _RecordedChunks(wrapped, recorder)
 
     def __iter__(self) -> _RecordedChunks:
@@ -446,7 +446,7 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             if close is not None:
                 close()
         finally:
-            self._self_recorder.end("closed")
+            self._self_chunks._recorder.end("closed")
 
     def __enter__(self) -> TracedStream:
         enter = getattr(self.__wrapped__, "__enter__", None)
@@ -460,9 +460,9 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             return exit_(exc_type, exc, tb) if exit_ is not None else None
         finally:
             if exc is None:
-                self._self_recorder.end("closed")
+                self._self_chunks._recorder.end("closed")
             else:
-                self._self_recorder.end_from_exception(exc)
+                self._self_chunks._recorder.end_from_exception(exc)
 
 
 class _RecordedAsyncChunks(_Chunks):
@@ -495,7 +495,7 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
 
     def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
         super().__init__(wrapped)
-        self._self_recorder = recorder
+        # (One attribute of the proxy's own: each costs a dict entry set through the proxy.)
         self._self_chunks = _RecordedAsyncChunks(wrapped, recorder)
 
     def __aiter__(self) -> _RecordedAsyncChunks:
@@ -514,7 +514,7 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
                         await result
                     break
         finally:
-            self._self_recorder.end("closed")
+            self._self_chunks._recorder.end("closed")
 
     async def close(self) -> None:
         await self.aclose()
@@ -531,6 +531,6 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
         finally:
             if exc is None:
-                self._self_recorder.end("closed")
+                self._self_chunks._recorder.end("closed")
             else:
-                self._self_recorder.end_from_exception(exc)
+                self._self_chunks._recorder.end_from_exception(exc)
