@@ -260,13 +260,18 @@ def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
 ):
     # A long delay: the span's TTFT also holds LlamaIndex and LiteLLM preparing the request
     # (15-80 ms on this shared machine), which the 10% must absorb.
-    model_server.configure(first_token_delay=1.0, token_delay=0.002)
+    # Delivery through LlamaIndex's streamed query measured 2.7-11 ms (median of five 4-6 ms,
+    # the same before and after the changes of 2026-12-01), against 1.3-3.3 ms for LiteLLM
+    # called directly: the median is held to 10 ms here, not 5 (where a fixed fifth of runs
+    # failed). Where the extra 2-3 ms go is not known yet. Tokens 20 ms apart keep the bound
+    # telling: a first token marked at the second chunk or at the stream's end is 20-60 ms late.
+    model_server.configure(first_token_delay=1.0, token_delay=0.02)
     engine = _query_engine(model_server, streaming=True, rerank_delay=0.05)
     spans.clear()
     for _ in range(5):  # (the median of five: one late wake-up on a busy machine is not an error)
         assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
     models = [s for s in spans.get_finished_spans() if s.name == MODEL]
-    assert_ttft(models, chat_requests(model_server, 5), 1.0)
+    assert_ttft(models, chat_requests(model_server, 5), 1.0, delivery_bound=0.01)
     assert len(_by_trace(spans)) == 5
     report = _report(spans, tmp_path)
     _assert_bottleneck(report, "ttft", 1.0)
