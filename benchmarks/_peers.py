@@ -146,6 +146,33 @@ def callgrind_start_library() -> str | None:
     return str(library)
 
 
+def instructions_of(script: str, arguments: list[str], library: str) -> int:
+    """CPU instructions callgrind counts for ``python script arguments...``: with ``library``
+    (from :func:`callgrind_start_library`) only from the moment the script calls its ``start()``,
+    else from the start. The hash seed is fixed so that dictionary layouts are the same from run
+    to run."""
+    result = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            f"--instr-atstart={'no' if library else 'yes'}",
+            sys.executable,
+            script,
+            *arguments,
+            library,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count: {result.stderr[-500:]}")
+    return int(found.group(1))
+
+
 @dataclass
 class Servers:
     """The simulated model servers: one answering short responses, one long streams."""

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._peers import callgrind_start_library
+from benchmarks._peers import callgrind_start_library, instructions_of
 from llmtrace.instrumentation import registry
 from llmtrace.instrumentation.openai import ChatChunkParser
 from llmtrace.streaming import StreamRecorder, TracedStream
@@ -189,12 +189,8 @@ def _instruction_child(variant: str, calls: int, callgrind_library: str) -> None
 def _instructions_per_call() -> None:
     """Instruction counts under callgrind: the same for the same inputs, whatever else the
     machine is doing (wall-clock figures on a shared 2-core machine swing by +-30%). Each
-    variant runs twice, with 10 and 110 calls, so start-up and warm-up cancel out; the hash
-    seed is fixed so that dictionary layouts are the same from run to run."""
-    import os
-    import re
+    variant runs twice, with 10 and 110 calls, so start-up and warm-up cancel out."""
     import shutil
-    import subprocess
 
     if shutil.which("valgrind") is None:
         print("instruction counts: valgrind not installed (apt-get install valgrind)")
@@ -204,25 +200,9 @@ def _instructions_per_call() -> None:
     for variant in ("none", "hand", "llmtrace"):
         counts = []
         for calls in (10, 110):
-            result = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    "--callgrind-out-file=/dev/null",
-                    f"--instr-atstart={'no' if library else 'yes'}",
-                    sys.executable,
-                    __file__,
-                    "--instruction-child",
-                    variant,
-                    str(calls),
-                    library,
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
+            counts.append(
+                instructions_of(__file__, ["--instruction-child", variant, str(calls)], library)
             )
-            counts.append(int(re.search(r"Collected : (\d+)", result.stderr).group(1)))  # type: ignore[union-attr]
         per_call[variant] = (counts[1] - counts[0]) / 100
     hand = per_call["hand"] - per_call["none"]
     ours = per_call["llmtrace"] - per_call["none"]

@@ -250,15 +250,12 @@ def _request_instruction_child(breakdown: bool, requests: int, callgrind_library
 def _instructions_per_request() -> dict[bool, float] | None:
     """CPU instructions per request under callgrind, without and with the breakdown: the figure
     that repeats on a shared machine, where CPU times swing by a third from run to run. Each
-    pipeline runs twice, with 300 and 1,300 requests, so start-up cancels out; the hash seed is
-    fixed so that dictionary layouts are the same from run to run."""
-    import os
-    import re
+    pipeline runs twice, with 300 and 1,300 requests, so start-up cancels out."""
     import shutil
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks._peers import callgrind_start_library
+    from benchmarks._peers import callgrind_start_library, instructions_of
 
     if shutil.which("valgrind") is None:
         return None
@@ -267,25 +264,11 @@ def _instructions_per_request() -> dict[bool, float] | None:
     for breakdown in (False, True):
         counts = []
         for requests in (300, 1300):
-            result = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    "--callgrind-out-file=/dev/null",
-                    f"--instr-atstart={'no' if library else 'yes'}",
-                    sys.executable,
-                    __file__,
-                    "--request-child",
-                    "1" if breakdown else "0",
-                    str(requests),
-                    library,
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
+            counts.append(
+                instructions_of(
+                    __file__, ["--request-child", "1" if breakdown else "0", str(requests)], library
+                )
             )
-            counts.append(int(re.search(r"Collected : (\d+)", result.stderr).group(1)))  # type: ignore[union-attr]
         per_request[breakdown] = (counts[1] - counts[0]) / 1000
     return per_request
 
