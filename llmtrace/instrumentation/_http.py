@@ -498,11 +498,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                try:
-                    recorder = _prepare(request, call.span, call, False, hooked)
-                except Exception:
-                    log_once(logger, "HTTP request preparation failed")
-                    recorder = None
+                recorder = _prepare_model_request(request, call, False, hooked)
                 try:
                     response = original(self, request, *args, **kwargs)
                 except BaseException:
@@ -541,11 +537,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return await original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                try:
-                    recorder = _prepare(request, call.span, call, True, hooked)
-                except Exception:
-                    log_once(logger, "HTTP request preparation failed")
-                    recorder = None
+                recorder = _prepare_model_request(request, call, True, hooked)
                 try:
                     response = await original(self, request, *args, **kwargs)
                 except BaseException:
@@ -577,6 +569,16 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
     send = direct_method(make_send)
     async_send = direct_method(make_async_send)
     return send, async_send
+
+
+def _prepare_model_request(
+    request: Any, call: ModelCall, is_async: bool, hooked: bool
+) -> PhaseRecorder | None:
+    try:
+        return _prepare(request, call.span, call, is_async, hooked)
+    except Exception:
+        log_once(logger, "HTTP request preparation failed")
+        return None
 
 
 def _flush(recorder: PhaseRecorder | None) -> None:

@@ -376,9 +376,7 @@ def _finish(result: Any, call: ModelCall, plan: Plan, types: SDKTypes) -> Any:
     else:
         traced = None
     if traced is not None:
-        if call.headers_at is None:
-            # (Known already when the HTTP layer saw the response: no call then.)
-            call.headers_received()
+        call.headers_received()
         recorder = StreamRecorder(call.span, call.started_at, plan.parser_factory())
         # Set at the stream's end, with the phases that complete while it is read.
         recorder.collected = call.collected

@@ -473,8 +473,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         # Not a model name (not recorded as one), but the span is named after it all the same.
         span_name = f"{operation} {model}"
     attributes = dict(start_attributes)
-    if not _PARAMETER_KEYS.isdisjoint(body):
-        attributes.update(request_attributes(body))
+    attributes.update(request_attributes(body))
     capture, max_bytes, redact, inject_usage = capture_settings()
     if capture:
         messages = _input_messages(body)
