@@ -329,7 +329,8 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
     if span.__class__ is ReadableSpan:
         # what the SDK hands span processors: its fields, without a property call for each
         held: Any = span._attributes
-        # the SDK's own dict of an ended span is never written again
+        # the SDK's own dict of an ended span is never written again (the test _held_attributes
+        # makes, made here once for both uses)
         frozen = held.__class__ is BoundedAttributes
         source: Any = held._dict if frozen else held or {}
         parent = span._parent
