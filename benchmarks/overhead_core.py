@@ -320,8 +320,9 @@ def request_breakdown(requests: int) -> None:
     _rag_request(plain.get_tracer("bench"))
     finished = captured.get_finished_spans()
     inferred: list = []
+    declared: list = []
     root = finished[-1]
-    children = [hold(span, span.context.span_id, inferred) for span in finished[:-1]]
+    children = [hold(span, span.context.span_id, inferred, declared) for span in finished[:-1]]
     assert processor is not None
     open_root = with_breakdown.get_tracer("bench").start_span("open root")
     child = with_breakdown.get_tracer("bench").start_span(
@@ -339,13 +340,15 @@ def request_breakdown(requests: int) -> None:
     breakdown_us = (
         min(
             timeit.repeat(
-                lambda: figures(root, children, inferred), number=requests, repeat=REPEATS
+                lambda: figures(root, children, inferred, True, declared),
+                number=requests,
+                repeat=REPEATS,
             )
         )
         / requests
         * 1e6
     )
-    request = figures(root, children, inferred)
+    request = figures(root, children, inferred, True, declared)
     record_us = (
         min(timeit.repeat(lambda: processor._record(request), number=requests, repeat=REPEATS))
         / requests

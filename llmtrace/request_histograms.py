@@ -20,8 +20,10 @@ processor records through the SDK.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from functools import reduce
+from operator import add
 from time import time_ns
 from typing import Any
 
@@ -43,6 +45,9 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from llmtrace import semconv as sc
 
+# Requests recorded between two folds of the pending values (see Series): at most this many
+# requests' points wait, a few tens of kilobytes.
+FOLD_AFTER = 256
 # The SDK's default limit of attribute sets per instrument, and the series past it.
 CARDINALITY_LIMIT = 2000
 OVERFLOW_ATTRIBUTES: Mapping[str, Any] = {"otel.metric.overflow": True}
@@ -61,7 +66,18 @@ class HistogramSpec:
 
 
 class Series:
-    """One attribute set of one histogram: what the SDK's explicit-bucket aggregation holds."""
+    """One attribute set of one histogram: what the SDK's explicit-bucket aggregation holds.
+
+    Values are appended to ``pending`` as requests end and folded into the buckets, count, sum,
+    min and max in bulk (``fold``): before each collection, and whenever ``FOLD_AFTER`` requests
+    have been recorded since the last fold, which bounds what waits. Value by value, finding the
+    bucket (a binary search over the bounds, six comparisons of Python floats) cost about 1,700
+    CPU instructions a point, most of what recording a request cost. In bulk the values are
+    sorted (in C, comparing floats natively) and each bucket's count is the distance between
+    two bounds' positions among them, a few searches for the buckets the values reach. The
+    result is the SDK's to the last bit: the same bucket rule (a value equal to a bound is in
+    the bucket below it), and the sum added in the order the values came.
+    """
 
     __slots__ = (
         "attributes",
@@ -71,6 +87,7 @@ class Series:
         "counts",
         "max",
         "min",
+        "pending",
         "start",
         "sum",
     )
@@ -79,6 +96,7 @@ class Series:
         self.attributes = dict(attributes)
         self.bounds = bounds
         self.start = now
+        self.pending: list[float] = []
         self.counts = [0] * (len(bounds) + 1)
         self.count = 0
         self.sum: float = 0  # since the last collection
@@ -90,20 +108,34 @@ class Series:
 
     def add(self, value: float) -> None:
         """Called with the histograms' lock held."""
-        add_points(((self, value),))
+        self.pending.append(value)
 
-
-def add_points(points: Iterable[tuple[Series, float]]) -> None:
-    """Adds each value to its series; called with the histograms' lock held. A request's points
-    are added in one loop: a method call for each cost about as much as the point."""
-    for series, value in points:
-        series.counts[bisect_left(series.bounds, value)] += 1
-        series.count += 1
-        series.sum += value
-        if value < series.min:
-            series.min = value
-        if value > series.max:
-            series.max = value
+    def fold(self) -> None:
+        """Called with the histograms' lock held: the pending values into the aggregate."""
+        values = self.pending
+        if not values:
+            return
+        self.pending = []
+        # one addition after another, in arrival order, as the SDK adds each measurement
+        self.sum = reduce(add, values, self.sum)
+        ordered = sorted(values)
+        low = ordered[0]
+        high = ordered[-1]
+        if low < self.min:
+            self.min = low
+        if high > self.max:
+            self.max = high
+        bounds = self.bounds
+        counts = self.counts
+        # bucket i holds the values above bounds[i - 1] up to bounds[i] (bisect_left's index)
+        last = bisect_left(bounds, high)
+        counted = 0  # values in the buckets before the one looked at
+        for index in range(bisect_left(bounds, low), last):
+            up_to = bisect_right(ordered, bounds[index], counted)
+            counts[index] += up_to - counted
+            counted = up_to
+        counts[last] += len(ordered) - counted
+        self.count += len(ordered)
 
 
 class RequestHistograms:
@@ -117,27 +149,40 @@ class RequestHistograms:
         self.lock = threading.Lock()
         self._series: dict[str, dict[Any, Series]] = {spec.name: {} for spec in specs}
         self._last_collection = time_ns()
+        self.unfolded = 0  # requests recorded since the last fold
+
+    def fold(self) -> None:
+        """Called with the lock held: every series' pending values into its aggregate."""
+        self.unfolded = 0
+        for by_key in self._series.values():
+            for series in by_key.values():
+                if series.pending:
+                    series.fold()
 
     def series(self, name: str, key: Any, attributes: Mapping[str, Any]) -> Series:
         """The series of ``attributes`` (``key``: a hashable that identifies them) in histogram
         ``name``, created on first use; past the attribute-set limit, the overflow series."""
-        by_key = self._series[name]
-        found = by_key.get(key)
+        found = self._series[name].get(key)
         if found is not None:
             return found
         with self.lock:
-            found = by_key.get(key)
-            if found is None:
-                bounds = self.specs[name].bounds
-                if len(by_key) >= self.cardinality_limit:
-                    overflow = by_key.get(_OVERFLOW_KEY)
-                    if overflow is None:
-                        overflow = by_key[_OVERFLOW_KEY] = Series(
-                            OVERFLOW_ATTRIBUTES, bounds, time_ns()
-                        )
-                    return overflow
-                found = by_key[key] = Series(attributes, bounds, time_ns())
-            return found
+            return self.series_locked(name, key, attributes)
+
+    def series_locked(self, name: str, key: Any, attributes: Mapping[str, Any]) -> Series:
+        """``series`` for a caller that holds the lock."""
+        by_key = self._series[name]
+        found = by_key.get(key)
+        if found is None:
+            bounds = self.specs[name].bounds
+            if len(by_key) >= self.cardinality_limit:
+                overflow = by_key.get(_OVERFLOW_KEY)
+                if overflow is None:
+                    overflow = by_key[_OVERFLOW_KEY] = Series(
+                        OVERFLOW_ATTRIBUTES, bounds, time_ns()
+                    )
+                return overflow
+            found = by_key[key] = Series(attributes, bounds, time_ns())
+        return found
 
     def collect(self, temporality: AggregationTemporality, now: int | None = None) -> list[Metric]:
         """Every histogram with points, as the SDK's reader storage returns them (cumulative: all
@@ -147,6 +192,7 @@ class RequestHistograms:
         delta = temporality is AggregationTemporality.DELTA
         out: list[Metric] = []
         with self.lock:
+            self.fold()
             previous, self._last_collection = self._last_collection, now
             for name, by_key in self._series.items():
                 points = []

@@ -70,7 +70,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,7 +96,7 @@ from llmtrace.analysis.otlp import (
 )
 from llmtrace.errors import ConfigError
 from llmtrace.options import _parse_bool, _parse_float
-from llmtrace.request_histograms import HistogramSpec, RequestHistograms, Series, add_points
+from llmtrace.request_histograms import FOLD_AFTER, HistogramSpec, RequestHistograms, Series
 
 logger = logging.getLogger(__name__)
 
@@ -273,14 +272,16 @@ class RecordUnsampled(Sampler):
 class _Pending:
     """One local trace in flight: its open local roots, and the spans ended so far in the analysis
     model (converted as they end: a fraction of the SDK span's memory, and the SDK span is freed
-    once exported); ``inferred``: those the conventions table made model calls."""
+    once exported); ``declared``: those that are model calls by their stage, ``inferred``: those
+    the conventions table made model calls."""
 
-    __slots__ = ("dropped", "inferred", "linked", "roots", "spans", "started")
+    __slots__ = ("declared", "dropped", "inferred", "linked", "roots", "spans", "started")
 
     def __init__(self, started: float) -> None:
         self.started = started
         self.roots: set[int] = set()
         self.spans: list[_Held] = []
+        self.declared: list[Span] = []
         self.inferred: list[Span] = []
         self.dropped = 0
         self.linked = False  # a local root that ended linked the spans into its tree
@@ -292,12 +293,19 @@ class RequestFigures:
 
     name: str
     duration: float
-    stages: dict[str, float]
+    # nanoseconds per stage, as the walk sums them; ``stages`` gives seconds (the points are
+    # recorded in seconds, each converted as it is recorded)
+    stage_nanos: dict[str, int]
     model: str | None
     error_type: str | None
     time_to_first_token: float | None
     input_tokens: int | None
     output_tokens: int | None
+
+    @property
+    def stages(self) -> dict[str, float]:
+        """Seconds per stage on the critical path."""
+        return {stage: nanos / NANOS for stage, nanos in self.stage_nanos.items()}
 
 
 def _plain(value: Any) -> Any:
@@ -319,20 +327,18 @@ def _held_attributes(held: Any) -> Mapping[str, Any]:
 _Held = tuple[int, int, Span]
 
 
-def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
+def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[Span]) -> _Held:
     """One finished SDK span (``span_id``: its id) in the analysis model, read as
     ``analysis.otlp`` reads its OTLP JSON: the attributes the analysis keeps, and a foreign span's
-    through the conventions table (``inferred`` receives those it made model calls).
+    through the conventions table. A model call is also added to ``declared`` (its stage says so)
+    or ``inferred`` (the conventions table made it one). ``RequestMetricsProcessor.on_end`` holds
+    most spans without this call (see there), with the same result.
 
     A span with a stage (llmtrace's own) keeps its arrays as the SDK's tuples: nothing that reads
     such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
     if span.__class__ is ReadableSpan:
         # what the SDK hands span processors: its fields, without a property call for each
-        held: Any = span._attributes
-        # the SDK's own dict of an ended span is never written again (the test _held_attributes
-        # makes, made here once for both uses)
-        frozen = held.__class__ is BoundedAttributes
-        source: Any = held._dict if frozen else held or {}
+        source: Any = _held_attributes(span._attributes)
         parent = span._parent
         kind = span._kind
         name = span._name
@@ -340,25 +346,25 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
         end = span._end_time or 0
     else:
         source = _held_attributes(getattr(span, "_attributes", None) or span.attributes)
-        frozen = False
         parent = span.parent
         kind = span.kind
         name = span.name
         start = span.start_time or 0
         end = span.end_time or 0
     # OTLP's SpanKind is the SDK's plus one (OTLP has UNSPECIFIED = 0): the enum member's value
-    # read directly, where a lookup keyed by the member would hash it in Python
+    # read directly, where a lookup keyed by it would hash it
     kind_number = kind._value_ + 1
-    parent_id = parent[1] if parent is not None else 0  # a SpanContext: its span id
-    if source.get(_STAGE).__class__ is str:
-        # the common case: the stage is declared, the conventions table is not read. The SDK's
-        # dict is held as it is when the analysis keeps all of it (llmtrace's spans); nothing
-        # here writes to a declared-stage span's attributes. A filtered copy otherwise.
-        if not (frozen and KEPT_ATTRIBUTES.issuperset(source)):
-            source = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
-        return span_id, parent_id, Span("", None, name, kind_number, start, end, source)
+    parent_id = parent[1] if parent is not None else 0
+    stage = source.get(_STAGE)
+    if stage.__class__ is str:
+        # a declared stage: the conventions table is not read (RequestMetricsProcessor.on_end
+        # holds the SDK's dict itself when the analysis keeps all of it)
+        kept = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
+        model = Span("", None, name, kind_number, start, end, kept)
+        if stage == _MODEL_CALL:
+            declared.append(model)
+        return span_id, parent_id, model
     model = Span("", None, name, kind_number, start, end, {})
-    kept = (span_id, parent_id, model)
     attributes = model.attributes
     foreign: dict[str, Any] = {}
     read_by_table = False
@@ -371,7 +377,9 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
         elif key in TABLE_ATTRIBUTES:
             foreign[key] = _plain(value)
     if _STAGE in attributes:
-        return kept
+        if attributes[_STAGE] == _MODEL_CALL:
+            declared.append(model)
+        return span_id, parent_id, model
     first_token_at = None
     events = span._events if span.__class__ is ReadableSpan else span.events
     for event in events or ():
@@ -381,27 +389,37 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span]) -> _Held:
     if not read_by_table and first_token_at is None and not _CATCH_ALL:
         # nothing the table reads: it would find no rule and no alias (the common case of a span
         # of llmtrace's own without a stage, an HTTP span or a workflow)
-        return kept
+        return span_id, parent_id, model
     assigned = conventions.normalize(attributes, foreign, first_token_at, model.start)
     if assigned and attributes[_STAGE] == _MODEL_CALL:
         inferred.append(model)
-    return kept
+    return span_id, parent_id, model
 
 
 def local_trace(
-    root: ReadableSpan, spans: Sequence[_Held], inferred: Sequence[Span], relink: bool
-) -> tuple[Trace, bool]:
-    """``root`` and the spans under it among ``spans`` (held by ``hold``; ``inferred``: those it
-    made model calls) as the report's trace model, and whether every one of ``spans`` is under
-    that root (no other local root's spans, no orphans). ``relink``: another local root of the
+    root: ReadableSpan,
+    spans: Sequence[_Held],
+    inferred: Sequence[Span],
+    relink: bool,
+    declared: Sequence[Span] = (),
+) -> tuple[Trace, bool, list[Span]]:
+    """``root`` and the spans under it among ``spans`` (held by ``hold``; ``inferred`` and
+    ``declared``: those it found model calls) as the report's trace model, whether every one of
+    ``spans`` is under that root (no other local root's spans, no orphans), and the model calls
+    among the root and ``spans``, in no particular order. ``relink``: another local root of the
     trace may have linked ``spans`` before."""
-    calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
-    context = root.context
-    root_id, root_parent, root_model = hold(root, context.span_id if context else 0, calls)
+    # an inferred call may have yielded to a call below it when another local root ended
+    inferred_calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
+    declared_calls = list(declared)
+    context = root._context if root.__class__ is ReadableSpan else root.context
+    root_id, root_parent, root_model = hold(
+        root, context[1] if context else 0, inferred_calls, declared_calls
+    )
     by_id = {root_id: root_model}
-    for span_id, _, span in spans:
-        if relink:
+    if relink:
+        for _, _, span in spans:
             span.children = NO_CHILDREN
+    for span_id, _, span in spans:
         by_id[span_id] = span
     whole = len(by_id) == len(spans) + 1
     # as analysis.otlp.link_children links a file's spans, by integer ids
@@ -417,21 +435,21 @@ def local_trace(
             children.append(span)  # type: ignore[attr-defined]
         else:
             parent.children = [span]
-    if calls:
-        yield_to_wire(calls)
-    return Trace("", root_model, orphan=root_parent != 0), whole
+    if inferred_calls:
+        yield_to_wire(inferred_calls)
+        declared_calls += [
+            span for span in inferred_calls if span.attributes.get(_STAGE) == _MODEL_CALL
+        ]
+    return Trace("", root_model, orphan=root_parent != 0), whole, declared_calls
 
 
-def _model_calls(trace: Trace, spans: Sequence[_Held], whole: bool) -> list[Span]:
-    """The trace's model calls, in the order the report walks them (parents first, siblings by
-    start): the order that breaks a tie between calls of equal duration and sums their tokens.
-    Walking the tree is needed only to order several calls."""
-    if whole:
-        calls = [span for _, _, span in spans if span.attributes.get(_STAGE) == _MODEL_CALL]
-        if trace.root.attributes.get(_STAGE) == _MODEL_CALL:
-            calls.append(trace.root)
-        if len(calls) <= 1:
-            return calls
+def _model_calls(trace: Trace, calls: list[Span], whole: bool) -> list[Span]:
+    """The trace's model calls (``calls``: those among its spans, from ``local_trace``), in the
+    order the report walks them (parents first, siblings by start): the order that breaks a tie
+    between calls of equal duration and sums their tokens. Walking the tree is needed only to
+    order several calls, or to leave out those of spans not under the root."""
+    if whole and len(calls) <= 1:
+        return calls
     return [span for span in trace.spans() if span.attributes.get(_STAGE) == _MODEL_CALL]
 
 
@@ -442,14 +460,18 @@ def _number(value: Any) -> float | None:
 
 
 def figures(
-    root: ReadableSpan, spans: Sequence[_Held], inferred: Sequence[Span] = (), relink: bool = True
+    root: ReadableSpan,
+    spans: Sequence[_Held],
+    inferred: Sequence[Span] = (),
+    relink: bool = True,
+    declared: Sequence[Span] = (),
 ) -> RequestFigures:
-    """The breakdown and facts of one local request (``spans``: the others of its trace, as
-    ``local_trace`` takes them)."""
-    trace, whole = local_trace(root, spans, inferred, relink)
+    """The breakdown and facts of one local request (``spans``: the others of its trace,
+    ``inferred`` and ``declared``: their model calls, as ``local_trace`` takes them)."""
+    trace, whole, found = local_trace(root, spans, inferred, relink, declared)
     phases: dict[int, ModelPhases] = {}
-    stages = {stage: nanos / NANOS for stage, nanos in stage_nanos(trace, phases).items()}
-    calls = _model_calls(trace, spans, whole)
+    stages = stage_nanos(trace, phases)
+    calls = _model_calls(trace, found, whole)
     if len(calls) == 1:
         main: Span | None = calls[0]
     else:
@@ -457,27 +479,38 @@ def figures(
         main = max(on_path or calls, key=_duration, default=None)
     model = None
     ttft = None
+    input_tokens = output_tokens = None
     if main is not None:
-        named = main.attributes.get(sc.GEN_AI_REQUEST_MODEL) or main.attributes.get(
-            sc.GEN_AI_RESPONSE_MODEL
-        )
+        attributes = main.attributes
+        named = attributes.get(sc.GEN_AI_REQUEST_MODEL) or attributes.get(sc.GEN_AI_RESPONSE_MODEL)
         model = named if isinstance(named, str) else None
         first = first_token_time(main)
         if first is not None:
             ttft = max((main.start - trace.root.start) / NANOS + first, 0.0)
-    input_tokens = output_tokens = None
-    for call in calls:
-        tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS))
-        if tokens is not None:
-            input_tokens = int((input_tokens or 0) + tokens)
-        tokens = _number(call.attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
-        if tokens is not None:
-            output_tokens = int((output_tokens or 0) + tokens)
-    root_attributes = _held_attributes(getattr(root, "_attributes", None) or root.attributes)
+        for call in calls:
+            attributes = call.attributes
+            # token counts are ints as llmtrace records them: no conversion to look for
+            tokens = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
+            if tokens.__class__ is not int:
+                tokens = _number(tokens)
+            if tokens is not None:
+                input_tokens = int((input_tokens or 0) + tokens)
+            tokens = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+            if tokens.__class__ is not int:
+                tokens = _number(tokens)
+            if tokens is not None:
+                output_tokens = int((output_tokens or 0) + tokens)
+    if root.__class__ is ReadableSpan:
+        held = root._attributes
+        root_attributes = held._dict if held.__class__ is BoundedAttributes else held or {}
+        failed = root._status.status_code is StatusCode.ERROR
+    else:
+        root_attributes = _held_attributes(getattr(root, "_attributes", None) or root.attributes)
+        failed = root.status.status_code is StatusCode.ERROR
     route = root_attributes.get(sc.HTTP_ROUTE)
     error = root_attributes.get(sc.ERROR_TYPE)
     if not isinstance(error, str):
-        error = "_OTHER" if root.status.status_code is StatusCode.ERROR else None
+        error = "_OTHER" if failed else None
     duration = (trace.root.end - trace.root.start) / NANOS
     return RequestFigures(
         route if route.__class__ is str and route else trace.root.name,
@@ -573,8 +606,9 @@ class _LabelSet:
         return found
 
     def stage(self, stage: str) -> Series:
+        """The stage's series; called with the histograms' lock held."""
         assert self.histograms is not None
-        found = self.stage_series[stage] = self.histograms.series(
+        found = self.stage_series[stage] = self.histograms.series_locked(
             STAGE_DURATION, (self.key, stage), self.stage_attributes(stage)
         )
         return found
@@ -601,7 +635,12 @@ class RequestMetricsProcessor(SpanProcessor):
         self.root_timeout = root_timeout
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        # in start order, as a dict keeps its insertion order (an OrderedDict costs more on every
+        # insertion and removal; the oldest is looked for only past _evict_at)
+        self._pending: dict[int, _Pending] = {}
+        # no entry can be stale before this moment: the oldest entry's deadline when last looked
+        # at (entries are in start order, and removing one only makes the oldest younger)
+        self._evict_at = float("-inf")
         self.untracked = 0
         self.evicted = 0
         self.spans_dropped = 0
@@ -644,14 +683,11 @@ class RequestMetricsProcessor(SpanProcessor):
         # The SDK span's fields and its SpanContext's items (a SpanContext is a tuple: trace id,
         # span id, is_remote, ...) read directly: for the children, which return at once, a
         # property call each was most of the work.
-        if span.__class__ is SdkSpan:
-            parent = span._parent
-            context = span._context
-        else:
-            parent = span.parent
-            context = span.context
+        sdk = span.__class__ is SdkSpan
+        parent = span._parent if sdk else span.parent
         if parent is not None and not parent[2]:
             return
+        context = span._context if sdk else span.context
         if context is None:
             return
         trace_id = context[0]
@@ -659,7 +695,8 @@ class RequestMetricsProcessor(SpanProcessor):
         with self._lock:
             pending = self._pending.get(trace_id)
             if pending is None:
-                self._evict_expired(now)
+                if now >= self._evict_at:
+                    self._evict_expired(now)
                 if len(self._pending) >= self.max_traces:
                     self.untracked += 1
                     self._count_untracked("traces_in_flight")
@@ -678,29 +715,55 @@ class RequestMetricsProcessor(SpanProcessor):
         span_id = context[1]
         try:
             if span_id not in pending.roots:
-                if len(pending.spans) < self.max_spans:
-                    pending.spans.append(hold(span, span_id, pending.inferred))
-                else:
+                spans = pending.spans
+                if len(spans) >= self.max_spans:
                     pending.dropped += 1
+                    return
+                if span.__class__ is ReadableSpan:
+                    held: Any = span._attributes
+                    if held.__class__ is BoundedAttributes:
+                        # What hold() does for most spans, here without a call for each: the
+                        # stage is declared and the analysis keeps every attribute (llmtrace's
+                        # spans), so the SDK's dict of the ended span, never written again, is
+                        # held as it is; nothing here writes to a declared-stage span's attributes.
+                        source = held._dict
+                        stage = source.get(_STAGE)
+                        if stage.__class__ is str and KEPT_ATTRIBUTES.issuperset(source):
+                            model = Span(
+                                "",
+                                None,
+                                span._name,
+                                span._kind._value_ + 1,  # OTLP's SpanKind, as in hold()
+                                span._start_time or 0,
+                                span._end_time or 0,
+                                source,
+                            )
+                            if stage == _MODEL_CALL:
+                                pending.declared.append(model)
+                            parent = span._parent  # a SpanContext: [1] is its span id
+                            spans.append((span_id, parent[1] if parent is not None else 0, model))
+                            return
+                spans.append(hold(span, span_id, pending.inferred, pending.declared))
                 return
             with self._lock:
                 pending.roots.discard(span_id)
                 # copies: a span of the trace may still end on another thread
                 spans = list(pending.spans)
                 inferred = list(pending.inferred)
+                declared = list(pending.declared)
                 relink = pending.linked
                 dropped, pending.dropped = pending.dropped, 0
                 if pending.roots:
                     # another local root of this trace is still open: keep this one's spans,
                     # the report would join them under it too
-                    pending.spans.append(hold(span, span_id, pending.inferred))
+                    pending.spans.append(hold(span, span_id, pending.inferred, pending.declared))
                     pending.linked = True
                 else:
                     self._pending.pop(context[0], None)
             if dropped:
                 self.spans_dropped += dropped
                 self._spans_dropped.add(dropped)
-            self._record(figures(span, spans, inferred, relink))
+            self._record(figures(span, spans, inferred, relink, declared))
         except Exception:
             log_once(logger, "request breakdown failed")
 
@@ -717,9 +780,9 @@ class RequestMetricsProcessor(SpanProcessor):
         # root ends (not the request's), and sampling one costs about as much as the point.
         self._duration.record(request.duration, labels.request, _NO_SPAN)
         record_stage = self._stage.record
-        for stage, seconds in request.stages.items():
-            if seconds > 0:
-                record_stage(seconds, labels.stage_attributes(stage), _NO_SPAN)
+        for stage, nanos in request.stage_nanos.items():
+            if nanos > 0:
+                record_stage(nanos / NANOS, labels.stage_attributes(stage), _NO_SPAN)
         if request.time_to_first_token is not None:
             self._ttft.record(request.time_to_first_token, labels.request, _NO_SPAN)
         if request.input_tokens is not None:
@@ -738,19 +801,22 @@ class RequestMetricsProcessor(SpanProcessor):
     def _aggregate(
         labels: _LabelSet, request: RequestFigures, histograms: RequestHistograms
     ) -> None:
+        # the values wait in each series, folded in bulk (see request_histograms.Series)
         stage_series = labels.stage_series
-        points: list[tuple[Series, float]] = [(labels.duration, request.duration)]
-        for stage, seconds in request.stages.items():
-            if seconds > 0:
-                points.append((stage_series.get(stage) or labels.stage(stage), seconds))
-        if request.time_to_first_token is not None:
-            points.append((labels.ttft, request.time_to_first_token))
-        if request.input_tokens is not None:
-            points.append((labels.input_tokens, request.input_tokens))
-        if request.output_tokens is not None:
-            points.append((labels.output_tokens, request.output_tokens))
         with histograms.lock:
-            add_points(points)
+            labels.duration.pending.append(request.duration)
+            for stage, nanos in request.stage_nanos.items():
+                if nanos > 0:
+                    (stage_series.get(stage) or labels.stage(stage)).pending.append(nanos / NANOS)
+            if request.time_to_first_token is not None:
+                labels.ttft.pending.append(request.time_to_first_token)
+            if request.input_tokens is not None:
+                labels.input_tokens.pending.append(request.input_tokens)
+            if request.output_tokens is not None:
+                labels.output_tokens.pending.append(request.output_tokens)
+            histograms.unfolded += 1
+            if histograms.unfolded >= FOLD_AFTER:
+                histograms.fold()
 
     def _evict_expired(self, now: float) -> None:
         # Called with the lock held. Entries are in start order: only the oldest can be stale.
@@ -759,10 +825,12 @@ class RequestMetricsProcessor(SpanProcessor):
         while pending:
             trace_id, oldest = next(iter(pending.items()))
             if oldest.started > deadline:
+                self._evict_at = oldest.started + self.root_timeout
                 return
             del pending[trace_id]
             self.evicted += 1
             self._count_untracked("evicted")
+        self._evict_at = now + self.root_timeout  # none in flight: the next one starts no sooner
 
     def _count_untracked(self, reason: str) -> None:
         self._untracked.add(1, {OVERFLOW_REASON: reason})

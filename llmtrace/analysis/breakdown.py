@@ -33,6 +33,8 @@ _STAGES = frozenset(sc.STAGES)
 _MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 _ROOT_STAGE = "other"
 _TRANSPORT_PHASES = (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT)
+_STAGE_KEY = sc.STAGE
+_LLM_STAGE = sc.LLM_STAGE
 # What a server may report of its own timings on the client's span (read by server_timings).
 _SERVER_REPORTED = frozenset(
     {
@@ -115,7 +117,10 @@ def declared_stage(span: Span) -> str | None:
 def first_token_time(span: Span) -> float | None:
     """Client time to first token in seconds after the span's start, when recorded."""
     attributes = span.attributes
-    value = _seconds(attributes.get(sc.TIME_TO_FIRST_TOKEN))
+    value = attributes.get(sc.TIME_TO_FIRST_TOKEN)
+    if value.__class__ is float:
+        return value  # what llmtrace records: no conversion to look for
+    value = _seconds(value)
     if value is None:
         value = _seconds(attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK))
     return value
@@ -179,7 +184,7 @@ def _sum_known(*values: float | None) -> float | None:
 
 def server_timings(span: Span) -> ServerTimings | None:
     """Server-side durations for a model call: from a joined server span or reported timings."""
-    server = find_server_span(span)
+    server = find_server_span(span) if span.children else None
     if server is not None:
         attributes = server.attributes
         if sc.GEN_AI_LATENCY_TIME_IN_QUEUE in attributes or sc.GEN_AI_LATENCY_E2E in attributes:
@@ -233,7 +238,9 @@ def _transport_time(span: Span) -> float:
     total = 0.0
     for name in _TRANSPORT_PHASES:
         value = attributes.get(name)
-        if value is not None:
+        if value is None:
+            continue
+        if value.__class__ is not float:
             value = _seconds(value)
         if value is not None and value > 0:
             total += value
@@ -345,13 +352,13 @@ def _enter(
     """Enter ``span`` on the stretch [low, high): a model call or a leaf is emitted at once, a span
     with children becomes a frame to walk."""
     attributes = span.attributes
-    declared = attributes.get(sc.STAGE)
+    declared = attributes.get(_STAGE_KEY)
     if declared is None:
         stage = inherited
         if _is_unstaged_model_call(attributes):
             _emit_model_call(span, low, high, out, phases_seen)
             return None
-    elif declared == sc.LLM_STAGE:
+    elif declared == _LLM_STAGE:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
         _emit_model_call(span, low, high, out, phases_seen)
@@ -389,6 +396,7 @@ def _walk_critical_path(
         cursor = frame.cursor
         low = frame.low
         stage = frame.stage
+        name = frame.span.name
         entered = None
         while index < count and cursor > low:
             child = ordered[index]
@@ -396,7 +404,9 @@ def _walk_critical_path(
             child_start = child.start
             if child_start >= cursor:
                 continue  # entirely after the stretch already explained: concurrent work
-            child_end = child.end if child.end < cursor else cursor
+            child_end = child.end
+            if child_end > cursor:
+                child_end = cursor
             if child_end <= low:
                 break  # this child and the earlier-ending rest are before the stretch
             if child_start < low:
@@ -404,11 +414,11 @@ def _walk_critical_path(
             if child_end <= child_start:
                 continue
             if child_end < cursor:
-                out.append((child_end, cursor, stage, frame.span.name))
+                out.append((child_end, cursor, stage, name))
             cursor = child_start
             if not child.children:
-                declared = child.attributes.get(sc.STAGE)
-                if declared is not None and declared != sc.LLM_STAGE:
+                declared = child.attributes.get(_STAGE_KEY)
+                if declared is not None and declared != _LLM_STAGE:
                     # a leaf with a stage of its own (most children): what _enter would emit
                     own = declared if declared in _STAGES else _ROOT_STAGE
                     out.append((child_start, child_end, own, child.name))
@@ -423,7 +433,7 @@ def _walk_critical_path(
             continue
         # every child looked at: the rest of the stretch is the span's own time
         if cursor > low:
-            out.append((low, cursor, stage, frame.span.name))
+            out.append((low, cursor, stage, name))
         stack.pop()
 
 
@@ -451,8 +461,9 @@ def stage_nanos(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None)
     """Nanoseconds per stage on the critical path (``critical_path``'s segments summed, without
     making or ordering them: for a caller that needs only the totals)."""
     stages: dict[str, int] = {}
+    get = stages.get
     for start, end, stage, _ in _stretches(trace, phases_seen):
-        stages[stage] = stages.get(stage, 0) + end - start
+        stages[stage] = get(stage, 0) + (end - start)  # one subtraction of timestamps
     return stages
 
 

@@ -110,3 +110,64 @@ def test_concurrent_requests_lose_no_point(tmp_path: Path) -> None:
         list(pool.map(handle, range(2000)))
     stages = {p.attributes[sc.STAGE]: p.count for p in own.points(STAGE_DURATION)}
     assert stages == {"retrieval": 2000, "other": 2000}
+
+
+def test_values_folded_in_bulk_aggregate_as_the_sdk_does_one_by_one() -> None:
+    """Values on bounds, between them, past the last, repeated, ints among floats, folded in
+    batches of every size (one value, one bucket, many buckets), several folds between two
+    collections: every collection exports what the SDK does for the same values."""
+    import random
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    rng = random.Random(7)
+    spec = HISTOGRAM_SPECS[1]
+    bounds = list(spec.bounds)
+    reader = InMemoryMetricReader()
+    sdk = (
+        MeterProvider(metric_readers=[reader])
+        .get_meter("m")
+        .create_histogram("h", explicit_bucket_boundaries_advisory=bounds)
+    )
+    histograms = RequestHistograms(HISTOGRAM_SPECS)
+    series = histograms.series(spec.name, "k", {})
+    for batch in range(60):
+        size = rng.choice((1, 2, 5, 37, 300))
+        for _ in range(size):
+            value: float = rng.choice(
+                (
+                    rng.choice(bounds),
+                    rng.uniform(0, 1),
+                    rng.expovariate(3.0),
+                    rng.uniform(600, 1e4),
+                    rng.randrange(0, 3),
+                    0.0,
+                )
+            )
+            if batch % 7 == 0:
+                value = 0.25  # a batch of one value repeated: one bucket
+            sdk.record(value)
+            series.add(value)
+        if batch % 3:
+            with histograms.lock:
+                series.fold()
+            continue
+        (own,) = histograms.collect(AggregationTemporality.CUMULATIVE)
+        data = reader.get_metrics_data()
+        assert data is not None
+        (expected,) = data.resource_metrics[0].scope_metrics[0].metrics
+        (own_point,) = own.data.data_points
+        (expected_point,) = expected.data.data_points
+        assert _point(own_point) == _point(expected_point)
+
+
+def _point(point: Any) -> tuple[Any, ...]:
+    return (
+        point.count,
+        point.sum,
+        tuple(point.bucket_counts),
+        tuple(point.explicit_bounds),
+        point.min,
+        point.max,
+    )
