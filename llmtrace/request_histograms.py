@@ -4,7 +4,8 @@ Recording a point through the OpenTelemetry SDK costs about 7 us on a busy machi
 copies, cleans and hashes the attributes of every point, builds a measurement, takes a lock per
 point); a request of seven spans records eleven. The request breakdown knows its attribute sets
 in advance (one per request name, model, error type and stage): here each set's series is found
-once, and a request's points are added under one lock, at well under a microsecond each.
+once, a request's points are appended under one lock, and the values are folded into their
+buckets in bulk (see ``Series``): about 19k CPU instructions in all for a request's eleven points.
 
 The SDK (1.45) has no interface to hand it aggregated data (no ``MetricProducer``), so these
 series reach the exporter through :class:`RequestMetricsReader`, the periodic reader of the meter

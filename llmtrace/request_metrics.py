@@ -54,14 +54,16 @@ exemplar would name another trace, or the caller's), and the SDK's default trace
 filter costs about 2 us per point when a sampled span is current.
 
 Cost, measured by ``benchmarks/overhead_core.py --only-requests``, on a request of seven spans
-created, batched and OTLP-encoded: in CPU instructions (callgrind; the figure that repeats) the
-spans cost about 2,380k and the processor adds about 283k (12%; the aim is under 10%). Holding
-each span as it ends costs about 1.9 us (the SDK span's fields read once, its attribute dict held
-as it is), the breakdown at the root's end about 11 us (the report's critical-path walk over the
-analysis model, summed per stage without segments), the eleven histogram points about 3 us. CPU
-time on a busy 2-core machine says 50-66 us added to 250-270 us (19-24%): more than the
-instructions account for, and it moves by a third between runs. Through the SDK the points cost
-about 69 us instead (+50% in all).
+created, batched and OTLP-encoded: in CPU instructions (callgrind, the mean over three hash seeds;
+the figure that repeats) the spans cost about 2,370k and the processor adds about 229k (9.7%; under
+the 10% aimed at). Holding each span as it ends costs about 1.9 us, the breakdown at the root's end
+about 10 us (the report's critical-path walk over the analysis model, summed per stage without
+segments), the eleven histogram points about 1.2 us. In CPU time the same work costs about twice
+what its instructions suggest: 46-63 us added to 267-305 us (17-21%) on a busy 2-core machine. That
+is not the data (the breakdown of one request kept warm and computed again at every root's end
+costs as much) but the code running cold: each hook runs once between the SDK's own work, and
+computing a request's breakdown a second time in place costs about 10 us where the first costs
+about 30. Through the SDK the points cost about 70 us instead (+50% in all).
 """
 
 from __future__ import annotations
