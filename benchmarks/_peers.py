@@ -17,6 +17,15 @@ Two measurements per configuration:
   scenario's measured calls are one dump of their own: start-up, imports and warm-up never count,
   and instruction counts do not depend on what else the machine is doing. Without ``cc`` or the
   header, instrumentation is on from the start (the same figures, several times slower).
+
+  One hash seed gives one layout of every dictionary and set, and with it one path through the
+  allocator: the same code's count per call moves by 10-25 k instructions from one seed to
+  another (and a per-chunk figure, the difference of two streams of millions of instructions,
+  by several thousand). So the child runs under callgrind once per seed of ``--seeds`` (0, 1 and
+  2 by default: ``PYTHONHASHSEED`` fixed, each run repeatable), and the tables print the mean of
+  what a configuration adds with the spread beside it: the lowest and highest of the seeds'
+  figures, each the configuration's count less no instrumentation's under the same seed. A
+  difference between two configurations smaller than their spreads is noise.
 - **wall clock**: the same child without valgrind, each call timed; the median per call (noisy on a
   shared machine; beside the instruction counts for scale only).
 
@@ -58,6 +67,9 @@ LONG_TOKENS = 104
 WARM_UP_CALLS = int(os.environ.get("LLMTRACE_PEERS_WARM_UP", "10"))
 # How many more calls a plain (wall clock) run makes than a run under callgrind.
 WALL_CLOCK_FACTOR = 4
+# The hash seeds each configuration runs under callgrind with (see the module docstring): three
+# keep the whole comparison under ten minutes on two cores.
+SEEDS = "0,1,2"
 
 # What a configuration is called in the tables, in the order printed.
 LABELS = {
@@ -84,6 +96,11 @@ def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=8, help="measured calls per scenario")
     parser.add_argument("--no-instructions", action="store_true", help="wall clock only")
     parser.add_argument(
+        "--seeds",
+        default=os.environ.get("LLMTRACE_PEERS_SEEDS", SEEDS),
+        help=f"comma-separated PYTHONHASHSEED values, one callgrind run each (default: {SEEDS})",
+    )
+    parser.add_argument(
         "--at",
         default=os.environ.get("LLMTRACE_BENCH_AT"),
         help="measure llmtrace as of this commit (default: $LLMTRACE_BENCH_AT, else the working tree)",
@@ -92,7 +109,8 @@ def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
         "--configs", default="", help="comma-separated configurations to run (default: all)"
     )
     args = parser.parse_args(argv)
-    print(f"llmtrace at {revision(args.at)}")
+    args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    print(f"llmtrace at {revision(args.at)}; hash seeds {', '.join(map(str, args.seeds))}")
     return args
 
 
@@ -146,11 +164,11 @@ def callgrind_start_library() -> str | None:
     return str(library)
 
 
-def instructions_of(script: str, arguments: list[str], library: str) -> int:
+def instructions_of(script: str, arguments: list[str], library: str, seed: int = 0) -> int:
     """CPU instructions callgrind counts for ``python script arguments...``: with ``library``
     (from :func:`callgrind_start_library`) only from the moment the script calls its ``start()``,
-    else from the start. The hash seed is fixed so that dictionary layouts are the same from run
-    to run."""
+    else from the start. The hash seed is fixed (``seed``) so that dictionary layouts are the same
+    from run to run."""
     result = subprocess.run(
         [
             "valgrind",
@@ -165,7 +183,7 @@ def instructions_of(script: str, arguments: list[str], library: str) -> int:
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, "PYTHONHASHSEED": str(seed)},
     )
     found = re.search(r"Collected : (\d+)", result.stderr)
     if found is None:
@@ -197,13 +215,15 @@ def start_servers() -> tuple[Servers, Callable[[], None]]:
 
 @dataclass
 class Measured:
-    """One configuration's figures per scenario: instructions and seconds per call, spans and
-    span attributes per call."""
+    """One configuration's figures per scenario: instructions per call under each hash seed (in
+    the order of the seeds) and their mean, seconds per call, spans and span attributes per
+    call."""
 
     instructions: dict[str, float]
     seconds: dict[str, float]
     spans: dict[str, float]
     attributes: dict[str, float]
+    instructions_per_seed: dict[str, list[float]]
 
 
 def measure(
@@ -214,10 +234,12 @@ def measure(
     instructions: bool = True,
     workers: int = 2,
     at: str | None = None,
+    seeds: Sequence[int] = (0,),
 ) -> dict[str, Measured]:
     """Run every configuration in ``configs`` over its ``scenarios[config]``, ``calls[scenario]``
-    calls each; the children run ``workers`` at a time (instruction counts do not mind).
-    llmtrace is the working tree's, or commit ``at``'s."""
+    calls each: once plainly, and under callgrind once per hash seed of ``seeds``; the children
+    run ``workers`` at a time (instruction counts do not mind). llmtrace is the working tree's,
+    or commit ``at``'s."""
     python = peers_python()
     if at is not None:
         snapshot = tempfile.TemporaryDirectory(prefix="llmtrace-at-")
@@ -234,28 +256,40 @@ def measure(
         instructions = False
     servers, stop = start_servers()
     try:
+        # Plain runs are cheap: more calls there steady the medians.
+        more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
 
-        def run(config: str) -> Measured:
+        def run(job: tuple[str, int | None]) -> dict[str, dict[str, float]]:
+            config, seed = job
             wanted = list(scenarios[config])
-            # Plain runs are cheap: more calls there steady the medians.
-            more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
-            plain = _run_child(python, source, config, wanted, more, servers, None)
-            counted = (
-                _run_child(python, source, config, wanted, calls, servers, library or "")
-                if instructions
-                else {}
-            )
-            return Measured(
-                instructions={name: counted[name]["instructions"] for name in counted},
-                seconds={name: plain[name]["seconds"] for name in plain},
-                spans={name: plain[name]["spans"] for name in plain},
-                attributes={name: plain[name]["attributes"] for name in plain},
-            )
+            if seed is None:
+                return _run_child(python, source, config, wanted, more, servers, None)
+            return _run_child(python, source, config, wanted, calls, servers, library or "", seed)
 
+        # One job per child, the configurations' seeds side by side: the pool stays busy to the
+        # end instead of waiting on the last configuration's runs one after another.
+        jobs = [(config, None) for config in configs]
+        if instructions:
+            jobs += [(config, seed) for seed in seeds for config in configs]
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return dict(zip(configs, pool.map(run, configs), strict=True))
+            results = dict(zip(jobs, pool.map(run, jobs), strict=True))
     finally:
         stop()
+    measured = {}
+    for config in configs:
+        plain = results[(config, None)]
+        counted = [results[(config, seed)] for seed in seeds] if instructions else []
+        per_seed = {name: [child[name]["instructions"] for child in counted] for name in plain}
+        measured[config] = Measured(
+            instructions={
+                name: statistics.fmean(figures) for name, figures in per_seed.items() if figures
+            },
+            seconds={name: plain[name]["seconds"] for name in plain},
+            spans={name: plain[name]["spans"] for name in plain},
+            attributes={name: plain[name]["attributes"] for name in plain},
+            instructions_per_seed={name: figures for name, figures in per_seed.items() if figures},
+        )
+    return measured
 
 
 def _run_child(
@@ -266,9 +300,10 @@ def _run_child(
     calls: dict[str, int],
     servers: Servers,
     callgrind_library: str | None,
+    seed: int = 0,
 ) -> dict[str, dict[str, float]]:
     """One child process; ``callgrind_library`` None runs it plainly, a path (or "" for none
-    available) under callgrind."""
+    available) under callgrind; ``seed``: its ``PYTHONHASHSEED``."""
     with tempfile.TemporaryDirectory(prefix="llmtrace-peers-") as work:
         results = Path(work) / "results.json"
         request = {
@@ -292,7 +327,7 @@ def _run_child(
             ]
         env = {
             **os.environ,
-            "PYTHONHASHSEED": "0",
+            "PYTHONHASHSEED": str(seed),
             # The llmtrace measured (the peers' environment has none installed).
             "PYTHONPATH": str(source),
             # Peers that phone home or look for their cloud keys: off, so nothing leaves the machine.
@@ -307,7 +342,7 @@ def _run_child(
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if os.environ.get("LLMTRACE_PEERS_VERBOSE"):
-            mode = "plain" if callgrind_library is None else "callgrind"
+            mode = "plain" if callgrind_library is None else f"callgrind, hash seed {seed}"
             print(f"  {config} ({mode}): {time.monotonic() - started:.0f} s", file=sys.stderr)
         if done.returncode != 0 or not results.exists():
             raise RuntimeError(f"{config} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -326,12 +361,26 @@ def _run_child(
 
 
 def added(measured: dict[str, Measured], config: str, scenario: str, kind: str) -> float | None:
-    """What ``config`` adds per call of ``scenario`` over no instrumentation."""
+    """What ``config`` adds per call of ``scenario`` over no instrumentation (for instructions,
+    the mean over the hash seeds)."""
     figures = getattr(measured[config], kind)
     base = getattr(measured["none"], kind)
     if scenario not in figures or scenario not in base:
         return None
     return figures[scenario] - base[scenario]
+
+
+def added_per_seed(measured: dict[str, Measured], config: str, scenario: str) -> list[float]:
+    """The instructions ``config`` adds per call of ``scenario`` under each hash seed: its count
+    less no instrumentation's under the same seed (none when either did not run it)."""
+    figures = measured[config].instructions_per_seed.get(scenario, [])
+    base = measured["none"].instructions_per_seed.get(scenario, [])
+    return [figure - without for figure, without in zip(figures, base, strict=False)]
+
+
+def _chunk_and_call(added_short: float, added_long: float) -> tuple[float, float]:
+    chunk = (added_long - added_short) / (LONG_TOKENS - SHORT_TOKENS)
+    return chunk, added_short - chunk * (SHORT_TOKENS + 2)
 
 
 def per_chunk(
@@ -343,8 +392,21 @@ def per_chunk(
     added_long = added(measured, config, long, kind)
     if added_short is None or added_long is None:
         return None
-    chunk = (added_long - added_short) / (LONG_TOKENS - SHORT_TOKENS)
-    return chunk, added_short - chunk * (SHORT_TOKENS + 2)
+    return _chunk_and_call(added_short, added_long)
+
+
+def per_chunk_per_seed(
+    measured: dict[str, Measured], config: str, short: str, long: str
+) -> list[tuple[float, float]]:
+    """:func:`per_chunk` of the instructions under each hash seed."""
+    return [
+        _chunk_and_call(added_short, added_long)
+        for added_short, added_long in zip(
+            added_per_seed(measured, config, short),
+            added_per_seed(measured, config, long),
+            strict=False,
+        )
+    ]
 
 
 def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
@@ -360,8 +422,14 @@ def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[str]]
             print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
 
 
-def kilo(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / 1e3:+,.0f} k"
+def kilo(value: float | None, spread: Sequence[float] = ()) -> str:
+    """Thousands of instructions, with the lowest and highest of the seeds' figures when there
+    were several: ``+309 k (301..318)``."""
+    if value is None:
+        return "n/a"
+    if len(spread) < 2:
+        return f"{value / 1e3:+,.0f} k"
+    return f"{value / 1e3:+,.0f} k ({min(spread) / 1e3:,.0f}..{max(spread) / 1e3:,.0f})"
 
 
 def spans(measured: dict[str, Measured], config: str, scenario: str) -> str:
@@ -382,21 +450,25 @@ def wall_clock(measured: dict[str, Measured], config: str, scenario: str) -> str
 def per_call_table(
     title: str, measured: dict[str, Measured], scenario: str, configs: Sequence[str]
 ) -> None:
-    """One row per configuration: instructions added per call, wall clock and spans per call."""
+    """One row per configuration: instructions added per call (the seeds' mean and spread), wall
+    clock and spans per call."""
     base = measured["none"].instructions.get(scenario)
     print_table(
         title
         + ("" if base is None else f" (no instrumentation: {base / 1e3:,.0f} k instructions)"),
         [
             "configuration",
-            "added instructions per call",
+            "added instructions per call (seeds' lowest..highest)",
             "wall clock per call",
             "spans (attributes) per call",
         ],
         (
             [
                 LABELS[config],
-                kilo(added(measured, config, scenario, "instructions")),
+                kilo(
+                    added(measured, config, scenario, "instructions"),
+                    added_per_seed(measured, config, scenario),
+                ),
                 wall_clock(measured, config, scenario),
                 spans(measured, config, scenario),
             ]
@@ -409,17 +481,19 @@ def per_call_table(
 def stream_table(
     title: str, measured: dict[str, Measured], short: str, long: str, configs: Sequence[str]
 ) -> None:
-    """Per streamed call and per chunk (instructions), wall clock and spans per call."""
+    """Per streamed call and per chunk (instructions: the seeds' mean and spread), wall clock and
+    spans per call."""
     rows = []
     for config in configs:
         if short not in measured[config].spans:
             continue
         counted = per_chunk(measured, config, short, long, "instructions")
+        per_seed = per_chunk_per_seed(measured, config, short, long)
         rows.append(
             [
                 LABELS[config],
-                kilo(counted[1] if counted else None),
-                kilo(counted[0] if counted else None),
+                kilo(counted[1] if counted else None, [call for _, call in per_seed]),
+                kilo(counted[0] if counted else None, [chunk for chunk, _ in per_seed]),
                 wall_clock(measured, config, short),
                 spans(measured, config, short),
             ]
@@ -428,7 +502,7 @@ def stream_table(
         f"{title} ({SHORT_TOKENS} and {LONG_TOKENS} content chunks; wall clock: the short stream)",
         [
             "configuration",
-            "added instructions per call",
+            "added instructions per call (seeds' lowest..highest)",
             "per chunk",
             "wall clock per call",
             "spans (attributes) per call",

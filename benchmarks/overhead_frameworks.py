@@ -3,7 +3,8 @@
 Prints, for a LangChain chain (prompt | ChatOpenAI | output parser, the real ``langchain-openai``
 and ``openai`` clients over loopback HTTP against the simulated model server), what each
 configuration adds per ``chain.invoke`` over the same chain without instrumentation: CPU
-instructions under callgrind (the figure of record), the median wall clock beside them, and the
+instructions under callgrind (the figure of record: the mean over the hash seeds of ``--seeds``,
+their lowest and highest beside it), the median wall clock beside them, and the
 spans each configuration produced per invocation; the same for a LlamaIndex query (a vector index
 of four documents, LlamaIndex's own mock model and embeddings). Configurations: llmtrace
 (``llmtrace.init()``), OpenLLMetry (``Traceloop.init()``, its LangChain and OpenAI
@@ -13,7 +14,8 @@ below the best of them.
 Each configuration runs in its own process of the peers' virtualenv (``scripts/peers.sh``, created
 on first use); ``benchmarks/_peers.py`` says how the pipeline is kept the same for all.
 
-    python benchmarks/overhead_frameworks.py [--calls 8] [--no-instructions] [--at COMMIT]
+    python benchmarks/overhead_frameworks.py [--calls 8] [--seeds 0,1,2] [--no-instructions]
+        [--at COMMIT]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         {"langchain": args.calls, "llama-index": args.calls},
         instructions=not args.no_instructions,
         at=args.at,
+        seeds=args.seeds,
     )
     for scenario, title in (
         ("langchain", "LangChain chain invoke"),

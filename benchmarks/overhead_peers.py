@@ -2,9 +2,11 @@
 
 Prints, for the real ``openai`` and ``anthropic`` clients over loopback HTTP against the simulated
 model server, what each configuration adds over no instrumentation: CPU instructions under
-callgrind (the figure of record: repeatable whatever else the machine is doing) and the median
-wall clock beside them (noisy here; for scale), with the spans each configuration produced per
-call (a configuration that records nothing is not cheap, it is absent):
+callgrind (the figure of record: repeatable whatever else the machine is doing; the mean over
+the hash seeds of ``--seeds``, with the lowest and highest seed's figure beside it, since one
+layout of the interpreter's dicts is not another) and the median wall clock beside them (noisy
+here; for scale), with the spans each configuration produced per call (a configuration that
+records nothing is not cheap, it is absent):
 
 - OpenAI non-streaming: added per call;
 - OpenAI streaming and Anthropic streaming: added per streamed chunk and per call;
@@ -16,7 +18,7 @@ OpenTelemetry's openai-v2 instrumentation; llmtrace; OpenLIT; OpenInference; Lan
 OpenLLMetry. Each runs in its own process of the peers' virtualenv (``scripts/peers.sh``, created
 on first use); ``benchmarks/_peers.py`` says how the pipeline is kept the same for all.
 
-    python benchmarks/overhead_peers.py [--calls 8] [--no-instructions] [--at COMMIT]
+    python benchmarks/overhead_peers.py [--calls 8] [--seeds 0,1,2] [--no-instructions] [--at COMMIT]
 """
 
 from __future__ import annotations
@@ -57,7 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     started = time.monotonic()
     configs = chosen(args, LABELS)
-    measured = measure(configs, SCENARIOS, calls, instructions=not args.no_instructions, at=args.at)
+    measured = measure(
+        configs,
+        SCENARIOS,
+        calls,
+        instructions=not args.no_instructions,
+        at=args.at,
+        seeds=args.seeds,
+    )
     per_call_table("OpenAI chat, non-streaming", measured, "openai", configs)
     stream_table("OpenAI chat, streaming", measured, "openai-stream", "openai-stream-long", configs)
     stream_table("Anthropic messages, streaming", measured, "anthropic", "anthropic-long", configs)
