@@ -660,12 +660,12 @@ def _marking(slot: int, before: bool) -> tuple[Any, Any]:
 
 def _plain_tcp(connection: Any) -> bool:
     """Whether an ``HTTPConnection`` opens a plain TCP connection (no TLS, no Unix socket)."""
-    origin = getattr(connection, "_origin", None)
-    return (
-        origin is not None
-        and getattr(origin, "scheme", None) == b"http"
-        and getattr(connection, "_uds", True) is None
-    )
+    # (Attributes read directly, a missing one caught: getattr with a default is a builtin call
+    # each, on every new connection.)
+    try:
+        return connection._origin.scheme == b"http" and connection._uds is None
+    except AttributeError:
+        return False
 
 
 def _tracing(restore: bool) -> tuple[Any, Any]:
@@ -733,11 +733,10 @@ def _closing(h11: Any) -> tuple[Any, Any]:
     not)."""
 
     def complete(body: Any) -> None:
-        request = getattr(body, "_request", None)
-        recorder = request.extensions.get(_RECORDER_KEY) if request is not None else None
-        if recorder is None:
-            return
         try:
+            recorder = body._request.extensions.get(_RECORDER_KEY)
+            if recorder is None:
+                return
             done = body._connection._h11_state.their_state is h11.DONE
         except AttributeError:
             return

@@ -89,7 +89,9 @@ def field_of(obj: Any, name: str) -> Any:
     """
     if obj is None:
         return None
-    cls = obj.__class__
+    # type(), not __class__: on a pydantic model that attribute goes through the model's
+    # __getattr__ hook, several times the cost of the rest of the lookup.
+    cls: Any = type(obj)
     if cls is dict:
         return obj.get(name)
     fields = _model_fields[cls]
@@ -147,9 +149,10 @@ def fields_of(obj: Any) -> Fields:
     fields: Fields
     if obj is None:
         fields = _NO_FIELDS
-    elif obj.__class__ is dict:
+    # (type(), not __class__: see field_of.)
+    elif type(obj) is dict:
         fields = obj
-    elif _model_fields[obj.__class__] is not None:
+    elif _model_fields[type(obj)] is not None:
         extra = obj.__pydantic_extra__
         # Fields win over extra values of the same name, as in field_of.
         fields = {**extra, **obj.__dict__} if extra else obj.__dict__

@@ -285,14 +285,14 @@ class ChatChunkParser:
         self.timings: Any = None
 
     def has_content(self, chunk: Any) -> bool:
-        # fields_of, not getattr: a field a model lacks (reasoning_content on OpenAI's own deltas,
-        # delta on a legacy completion's choice) costs a raised AttributeError through pydantic;
-        # and a delta's fields are looked up at once, not one call per name.
+        # field_of and fields_of, not getattr: a field a model lacks (reasoning_content on
+        # OpenAI's own deltas, delta on a legacy completion's choice) costs a raised
+        # AttributeError through pydantic. A choice has one field to read (all of them cost
+        # more), a delta several, looked up at once rather than one call per name.
         for choice in chunk.choices or ():
-            fields = fields_of(choice)
-            delta = fields.get("delta")
+            delta = field_of(choice, "delta")
             if delta is None:
-                if fields.get("text"):
+                if field_of(choice, "text"):
                     return True
                 continue
             get = fields_of(delta).get

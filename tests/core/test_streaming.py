@@ -196,6 +196,26 @@ def test_exception_from_the_stream_is_error_and_unchanged(spans):
     assert span.attributes[semconv.CHUNK_COUNT] == 3
 
 
+def test_loop_over_a_stream_nothing_else_holds_completes_it(spans):
+    # The proxy is gone once the loop has its iterator: the loop alone keeps the stream going.
+    assert sum(1 for _ in traced(ProviderStream(chunks()))) == 5
+    span = only_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "completed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 5
+    assert span.status.status_code == StatusCode.OK
+
+
+def test_next_then_a_loop_read_each_chunk_once(spans):
+    stream = traced(ProviderStream(chunks()))
+    first = next(stream)
+    rest = list(stream)
+    assert [first.text, *(chunk.text for chunk in rest)] == [None, "", "Hel", "lo", None]
+    span = only_span(spans)
+    assert span.attributes[semconv.CHUNK_COUNT] == 5
+    assert span.attributes[semconv.STREAM_END] == "completed"
+    assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
+
+
 def test_exception_in_the_consumers_loop_body(spans):
     error = RuntimeError("consumer failed")
     with pytest.raises(RuntimeError) as caught, traced(ProviderStream(chunks())) as stream:
