@@ -138,7 +138,9 @@ class StreamRecorder:
         self.collected: dict[str, Any] | None = None
 
     def on_chunk(self, chunk: Any) -> None:
-        """Called once per chunk, before the caller sees it. Never raises."""
+        """Called once per chunk, before the caller sees it. Never raises. (A ``for`` loop over a
+        synchronous stream does the steps after the first token itself, in ``_recorded``: a
+        change here goes there too.)"""
         try:
             self.chunk_count += 1
             # Once the first token is seen no per-chunk moment is needed (the first chunk comes

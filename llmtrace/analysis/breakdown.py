@@ -118,9 +118,8 @@ def first_token_time(span: Span) -> float | None:
     """Client time to first token in seconds after the span's start, when recorded."""
     attributes = span.attributes
     value = attributes.get(sc.TIME_TO_FIRST_TOKEN)
-    if value.__class__ is float:
-        return value  # what llmtrace records: no conversion to look for
-    value = _seconds(value)
+    if value.__class__ is not float:
+        value = _seconds(value)
     if value is None:
         value = _seconds(attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK))
     return value
@@ -184,7 +183,7 @@ def _sum_known(*values: float | None) -> float | None:
 
 def server_timings(span: Span) -> ServerTimings | None:
     """Server-side durations for a model call: from a joined server span or reported timings."""
-    server = find_server_span(span) if span.children else None
+    server = find_server_span(span)
     if server is not None:
         attributes = server.attributes
         if sc.GEN_AI_LATENCY_TIME_IN_QUEUE in attributes or sc.GEN_AI_LATENCY_E2E in attributes:
@@ -239,9 +238,8 @@ def _transport_time(span: Span) -> float:
     for name in _TRANSPORT_PHASES:
         value = attributes.get(name)
         if value is None:
-            continue
-        if value.__class__ is not float:
-            value = _seconds(value)
+            continue  # not measured (a reused connection has no connect)
+        value = _seconds(value)
         if value is not None and value > 0:
             total += value
     return total
