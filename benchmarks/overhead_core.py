@@ -248,16 +248,15 @@ def _request_instruction_child(breakdown: bool, requests: int, callgrind_library
     provider.force_flush()
 
 
-# Hash seeds of the callgrind runs: one seed is one layout of every dict and set, and moves the
-# same code's count by several thousand instructions per request; their mean is the figure.
-SEEDS = (0, 1, 2)
 # Requests of the two runs of each pipeline: start-up cancels out in their difference.
 INSTRUCTION_REQUESTS = (300, 2300)
 
 
-def _instructions_per_request() -> dict[bool, list[float]] | None:
-    """CPU instructions per request under callgrind, without and with the breakdown, under each
-    hash seed of ``SEEDS``: the figure that repeats on a shared machine, where CPU times swing by
+def _instructions_per_request() -> tuple[tuple[int, ...], dict[bool, list[float]]] | None:
+    """The hash seeds of the callgrind runs (the peer comparison's: one seed is one layout of
+    every dict and set, which moves the same code's count by several thousand instructions per
+    request), and the CPU instructions per request under callgrind without and with the
+    breakdown under each: the figure that repeats on a shared machine, where CPU times swing by
     a third from run to run. Each pipeline runs twice (``INSTRUCTION_REQUESTS``) so start-up
     cancels out; the runs go two at a time (instruction counts do not mind)."""
     import shutil
@@ -265,7 +264,7 @@ def _instructions_per_request() -> dict[bool, list[float]] | None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks._peers import callgrind_start_library, instructions_of
+    from benchmarks._peers import SEEDS, callgrind_start_library, instructions_of
 
     if shutil.which("valgrind") is None:
         return None
@@ -285,7 +284,7 @@ def _instructions_per_request() -> dict[bool, list[float]] | None:
     with ThreadPoolExecutor(2) as pool:
         counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
     few, many = INSTRUCTION_REQUESTS
-    return {
+    return SEEDS, {
         breakdown: [
             (counts[(breakdown, many, seed)] - counts[(breakdown, few, seed)]) / (many - few)
             for seed in SEEDS
@@ -429,21 +428,22 @@ def request_breakdown(requests: int) -> None:
     print(f"            the breakdown at the root's end   {breakdown_us:10.1f} us")
     points = 1 + len(request.stages) + 3
     print(f"            the {points} histogram points          {record_us:10.1f} us")
-    instructions = _instructions_per_request()
-    if instructions is None:
+    counted = _instructions_per_request()
+    if counted is None:
         print("  CPU instructions: valgrind not installed (apt-get install valgrind)")
     else:
         import statistics
 
+        seeds, instructions = counted
         shares = [
             (with_it - spans_only) / spans_only
             for spans_only, with_it in zip(instructions[False], instructions[True], strict=True)
         ]
         spans_only = statistics.fmean(instructions[False])
         added_instructions = statistics.fmean(instructions[True]) - spans_only
-        seeds = ", ".join(map(str, SEEDS))
         print(
-            f"  CPU instructions per request (callgrind, mean of hash seeds {seeds}):\n"
+            f"  CPU instructions per request (callgrind, mean of hash seeds"
+            f" {', '.join(map(str, seeds))}):\n"
             f"    {spans_only / 1e3:.0f} k spans only, {added_instructions / 1e3:+.0f} k with the"
             f" breakdown ({added_instructions / spans_only:.1%}, seeds {min(shares):.1%} to"
             f" {max(shares):.1%}; target < 10%)"
