@@ -241,7 +241,9 @@ def test_converse_stream_records_usage_and_first_token(server, spans):
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
     # messageStart arrives with the headers, the first delta after the injected delay
     assert a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < 0.05 <= a[semconv.TIME_TO_FIRST_TOKEN]
-    assert a[semconv.GENERATION_TIME] >= 0.03 - 0.002
+    # The last token leaves the server 30 ms after the first (a late first one shortens the rest).
+    assert a[semconv.TIME_TO_FIRST_TOKEN] + a[semconv.GENERATION_TIME] >= 0.05 + 0.03 - 0.002
+    assert a[semconv.GENERATION_TIME] > 0
     assert semconv.SERVER_PROCESSING_TIME in a
     assert span.status.status_code == StatusCode.OK
 

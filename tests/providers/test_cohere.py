@@ -155,7 +155,9 @@ def test_v2_stream_measures_ttft_and_reads_the_message_end(server, spans):
     assert a[semconv.CHUNK_COUNT] == len(events) == 7
     assert a[semconv.TIME_TO_FIRST_TOKEN] >= 0.05
     assert a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < a[semconv.TIME_TO_FIRST_TOKEN]
-    assert a[semconv.GENERATION_TIME] >= 0.02
+    # The last token leaves the server 20 ms after the first (a late first one shortens the rest).
+    assert a[semconv.TIME_TO_FIRST_TOKEN] + a[semconv.GENERATION_TIME] >= 0.05 + 0.02
+    assert a[semconv.GENERATION_TIME] > 0
     assert a[semconv.GEN_AI_RESPONSE_ID] == events[0].id
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("COMPLETE",)
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4

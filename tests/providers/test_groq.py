@@ -126,7 +126,9 @@ def test_streamed_chat_reads_usage_from_x_groq_in_the_last_chunk(server, spans, 
     assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
     assert a[sc.TIME_TO_FIRST_TOKEN] >= 0.05
     assert a[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < a[sc.TIME_TO_FIRST_TOKEN]
-    assert a[sc.GENERATION_TIME] >= 0.02
+    # The last token leaves the server 20 ms after the first (a late first one shortens the rest).
+    assert a[sc.TIME_TO_FIRST_TOKEN] + a[sc.GENERATION_TIME] >= 0.05 + 0.02
+    assert a[sc.GENERATION_TIME] > 0
     assert a[sc.CHUNK_COUNT] == 5
     assert a[sc.STREAM_END] == "completed"
     assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] == 10

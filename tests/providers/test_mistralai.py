@@ -137,7 +137,9 @@ def test_stream_reads_usage_and_finish_reason_from_the_last_chunk(server, spans)
     assert a[semconv.CHUNK_COUNT] == 5
     assert a[semconv.TIME_TO_FIRST_TOKEN] >= 0.05
     assert a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < a[semconv.TIME_TO_FIRST_TOKEN]
-    assert a[semconv.GENERATION_TIME] >= 0.02
+    # The last token leaves the server 20 ms after the first (a late first one shortens the rest).
+    assert a[semconv.TIME_TO_FIRST_TOKEN] + a[semconv.GENERATION_TIME] >= 0.05 + 0.02
+    assert a[semconv.GENERATION_TIME] > 0
     assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
     assert a[semconv.OUTPUT_TOKENS_PER_SECOND] > 0

@@ -176,7 +176,9 @@ def test_streamed_call_records_ttft_chunks_and_the_last_lines_counts(
     assert attributes[sc.CHUNK_COUNT] == len(parts) == 4  # three tokens and the final line
     assert attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.06
     assert attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] == attributes[sc.TIME_TO_FIRST_TOKEN]
-    assert attributes[sc.GENERATION_TIME] >= 0.02
+    # The last token leaves the server 20 ms after the first (a late first one shortens the rest).
+    assert attributes[sc.TIME_TO_FIRST_TOKEN] + attributes[sc.GENERATION_TIME] >= 0.06 + 0.02
+    assert attributes[sc.GENERATION_TIME] > 0
     assert attributes[sc.TIME_TO_HEADERS] < attributes[sc.TIME_TO_FIRST_TOKEN]
     assert sc.HTTP_BODY_COMPLETE in attributes  # the HTTP phases of the stream, on this span
     final = parts[-1]
