@@ -3,9 +3,14 @@
 The peers pin other OpenTelemetry versions than llmtrace's ``.venv``, and an instrumentation cannot
 be removed cleanly from a process once installed, so each configuration runs in its own process of
 the peers' virtualenv (``scripts/peers.sh`` creates it on demand, cached under
-``~/.cache/llmtrace/peers-venv``; ``LLMTRACE_PEERS_VENV`` overrides the place). The parent starts
-the simulated model servers (``tests/servers/model_server.py``) and every child talks to them over
-loopback HTTP with the real ``openai`` and ``anthropic`` clients.
+``~/.cache/llmtrace/peers-venv``; ``LLMTRACE_PEERS_VENV`` overrides the place). For each child the
+parent starts simulated model servers of its own (``tests/servers/model_server.py``), which the
+child talks to over loopback HTTP with the real ``openai`` and ``anthropic`` clients. They send
+each response in one write: a client that reads a response in more pieces (a server busy
+answering another child, a response written event by event) runs more of its own code, which
+moved a configuration's count by up to 20 k instructions per call, and a per-chunk figure by
+several thousand, from one run to the next. Now a run repeats the last one's figures to about
+2 k per call.
 
 Two measurements per configuration:
 
@@ -203,8 +208,10 @@ def start_servers() -> tuple[Servers, Callable[[], None]]:
     sys.path.insert(0, str(ROOT))
     from tests.servers.model_server import ModelServer
 
-    short = ModelServer().start().configure(tokens=["x"] * SHORT_TOKENS)
-    long = ModelServer().start().configure(tokens=["x"] * LONG_TOKENS)
+    # Each response in one write: the client reads it in the same pieces however busy the
+    # machine is, so its instruction count repeats (see the module docstring).
+    short = ModelServer().start().configure(tokens=["x"] * SHORT_TOKENS, whole_writes=True)
+    long = ModelServer().start().configure(tokens=["x"] * LONG_TOKENS, whole_writes=True)
 
     def stop() -> None:
         short.stop()
@@ -254,27 +261,30 @@ def measure(
     if instructions and shutil.which("valgrind") is None:
         print("valgrind not installed (apt-get install valgrind): wall clock only")
         instructions = False
-    servers, stop = start_servers()
-    try:
-        # Plain runs are cheap: more calls there steady the medians.
-        more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
+    # Plain runs are cheap: more calls there steady the medians.
+    more = {name: count * WALL_CLOCK_FACTOR for name, count in calls.items()}
 
-        def run(job: tuple[str, int | None]) -> dict[str, dict[str, float]]:
-            config, seed = job
-            wanted = list(scenarios[config])
+    def run(job: tuple[str, int | None]) -> dict[str, dict[str, float]]:
+        config, seed = job
+        wanted = list(scenarios[config])
+        # Servers of its own for each child: a server that answers another child at the same
+        # time answers this one in other pieces or later, which moved a child's count by 20k
+        # instructions per call now and then.
+        servers, stop = start_servers()
+        try:
             if seed is None:
                 return _run_child(python, source, config, wanted, more, servers, None)
             return _run_child(python, source, config, wanted, calls, servers, library or "", seed)
+        finally:
+            stop()
 
-        # One job per child, the configurations' seeds side by side: the pool stays busy to the
-        # end instead of waiting on the last configuration's runs one after another.
-        jobs = [(config, None) for config in configs]
-        if instructions:
-            jobs += [(config, seed) for seed in seeds for config in configs]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = dict(zip(jobs, pool.map(run, jobs), strict=True))
-    finally:
-        stop()
+    # One job per child, the configurations' seeds side by side: the pool stays busy to the end
+    # instead of waiting on the last configuration's runs one after another.
+    jobs = [(config, None) for config in configs]
+    if instructions:
+        jobs += [(config, seed) for seed in seeds for config in configs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = dict(zip(jobs, pool.map(run, jobs), strict=True))
     measured = {}
     for config in configs:
         plain = results[(config, None)]

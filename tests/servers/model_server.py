@@ -69,6 +69,10 @@ class Behaviour:
     error_message: str = "simulated failure"
     # Cut the connection after this many content chunks (a stream failing mid-way); None: never.
     fail_after_chunks: int | None = None
+    # Send each response in one write once it is complete (the delays still pass first): the
+    # client then receives it the same way whatever else the machine is doing, as instruction
+    # counts need (a stream read in more pieces costs the client more); a stream loses its timing.
+    whole_writes: bool = False
 
 
 @dataclass
@@ -95,10 +99,29 @@ async def _sleep_until(deadline: float) -> None:
 
 
 class _Reply:
-    """Writes one HTTP response: plain, or chunked (server-sent events by default)."""
+    """Writes one HTTP response: plain, or chunked (server-sent events by default); with
+    ``whole``, everything at once in :meth:`flush`."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, whole: bool = False) -> None:
         self.writer = writer
+        self._held: bytearray | None = bytearray() if whole else None
+
+    def _write(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held += data
+        else:
+            self.writer.write(data)
+
+    async def _drain(self) -> None:
+        if self._held is None:
+            await self.writer.drain()
+
+    async def flush(self) -> None:
+        """Send what ``whole`` held back (nothing otherwise)."""
+        if self._held:
+            self.writer.write(bytes(self._held))
+            self._held.clear()
+            await self.writer.drain()
 
     async def whole(
         self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
@@ -109,8 +132,8 @@ class _Reply:
             f"content-length: {len(body)}",
         ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        await self.writer.drain()
+        self._write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        await self._drain()
 
     async def start_stream(
         self,
@@ -125,12 +148,12 @@ class _Reply:
             "cache-control: no-cache",
         ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
-        await self.writer.drain()
+        self._write(("\r\n".join(head) + "\r\n\r\n").encode())
+        await self._drain()
 
     async def chunk(self, data: bytes) -> None:
-        self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        await self.writer.drain()
+        self._write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        await self._drain()
 
     async def event(self, payload: Any, name: str | None = None) -> None:
         text = payload if isinstance(payload, str) else json.dumps(payload)
@@ -138,8 +161,8 @@ class _Reply:
         await self.chunk(f"{prefix}data: {text}\n\n".encode())
 
     async def end_stream(self) -> None:
-        self.writer.write(b"0\r\n\r\n")
-        await self.writer.drain()
+        self._write(b"0\r\n\r\n")
+        await self._drain()
 
 
 class _Abort(Exception):
@@ -281,9 +304,12 @@ class ModelServer:
                 body = await reader.readexactly(length) if length else b""
                 request = RecordedRequest(method, target, headers, body, time.monotonic())
                 self.requests.append(request)
+                reply = _Reply(writer, self.behaviour.whole_writes)
                 try:
-                    await self._respond(request, _Reply(writer))
+                    await self._respond(request, reply)
+                    await reply.flush()
                 except _Abort:
+                    await reply.flush()
                     writer.transport.abort()
                     return
                 if headers.get("connection", "").lower() == "close":
