@@ -182,12 +182,14 @@ def _pipeline(
     sampler: object = None,
     record_unsampled: bool = False,
     aggregation: str = "llmtrace",
+    export_at_flush: bool = False,
 ) -> tuple:
     """A private tracer provider (spans batched to the encoding exporter) and, with ``breakdown``,
     the request metrics processor recording into its own meter provider: its histograms
     aggregated by llmtrace and exported by that provider's reader (``aggregation="llmtrace"``,
     what ``llmtrace.init()`` sets up when it exports metrics itself) or recorded through the SDK
-    (``"sdk"``, as on an application's own MeterProvider)."""
+    (``"sdk"``, as on an application's own MeterProvider). ``export_at_flush``: the batch
+    processor's thread never exports; ``force_flush`` does, in the caller's thread."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
     from opentelemetry.sdk.resources import Resource
@@ -204,7 +206,17 @@ def _pipeline(
     chosen = sampler or ALWAYS_ON
     provider = TracerProvider(sampler=RecordUnsampled(chosen) if record_unsampled else chosen)  # type: ignore[arg-type]
     # a queue that never fills: every span is exported, none dropped for want of room
-    provider.add_span_processor(BatchSpanProcessor(EncodingExporter(), max_queue_size=1 << 22))
+    queue = 1 << 22
+    if export_at_flush:
+        batches = BatchSpanProcessor(
+            EncodingExporter(),
+            max_queue_size=queue,
+            max_export_batch_size=queue,
+            schedule_delay_millis=3_600_000,
+        )
+    else:
+        batches = BatchSpanProcessor(EncodingExporter(), max_queue_size=queue)
+    provider.add_span_processor(batches)
     processor = None
     if breakdown:
         if aggregation == "sdk":
@@ -230,10 +242,15 @@ def _pipeline(
 def _request_instruction_child(breakdown: bool, requests: int, callgrind_library: str) -> None:
     """Run inside valgrind: a pipeline with or without the breakdown, warmed up, then
     ``requests`` requests and a flush (the batch exporter's thread counts too). With a library
-    that turns callgrind's instrumentation on, imports and set-up run uninstrumented."""
+    that turns callgrind's instrumentation on, imports and set-up run uninstrumented.
+
+    The spans are exported by a flush every ``FLUSH_EVERY`` requests, in batches of the SDK's
+    default size, in this thread: the batch processor's own thread, woken while the requests
+    run, takes the interpreter lock from them at moments that depend on the machine's load,
+    which moved the count by several thousand instructions per request between runs."""
     import gc
 
-    provider, _ = _pipeline(breakdown)
+    provider, _ = _pipeline(breakdown, export_at_flush=True)
     tracer = provider.get_tracer("bench")
     for _ in range(200):
         _rag_request(tracer)
@@ -243,11 +260,15 @@ def _request_instruction_child(breakdown: bool, requests: int, callgrind_library
         import ctypes
 
         ctypes.CDLL(callgrind_library).start()
-    for _ in range(requests):
+    for number in range(1, requests + 1):
         _rag_request(tracer)
+        if number % FLUSH_EVERY == 0:
+            provider.force_flush()
     provider.force_flush()
 
 
+# Requests whose spans fill one batch of the SDK's default size (512 spans) at most.
+FLUSH_EVERY = 512 // SPANS_PER_REQUEST
 # Requests of the two runs of each pipeline: start-up cancels out in their difference.
 INSTRUCTION_REQUESTS = (300, 2300)
 
