@@ -55,12 +55,12 @@ filter costs about 2 us per point when a sampled span is current.
 
 Cost, measured by ``benchmarks/overhead_core.py --only-requests``, on a request of seven spans
 created, batched and OTLP-encoded: in CPU instructions (callgrind, the mean over three hash seeds;
-the figure that repeats) the spans cost about 2,370k and the processor adds about 235k (9.9%,
-9.8-10.1% by seed; the aim is under 10%). Holding each span as it ends costs about 1.9 us, the
-breakdown at the root's end about 10 us (the report's critical-path walk over the analysis model,
-summed per stage without segments), the eleven histogram points about 1.2 us. In CPU time the same
-work costs about twice what its instructions suggest: 46-63 us added to 267-305 us (17-21%) on a
-busy 2-core machine. That is not the data (the breakdown of one request kept warm and computed
+the figure that repeats, to within 1k per request) the spans cost about 2,340k and the processor
+adds about 235k (10.0% on each seed; the aim is under 10%). Holding each span as it ends costs
+about 1.8 us, the breakdown at the root's end about 10 us (the report's critical-path walk over
+the analysis model, summed per stage without segments), the eleven histogram points about 1.2 us.
+In CPU time the same work costs about twice what its instructions suggest: 45-63 us added to
+262-305 us (17-21%) on a busy 2-core machine. That is not the data (the breakdown of one request kept warm and computed
 again at every root's end costs as much) but the code running cold: each hook runs once between the
 SDK's own work, and computing a request's breakdown a second time in place costs about 10 us where
 the first costs about 30. Through the SDK the points cost about 70 us instead (+50% in all).
