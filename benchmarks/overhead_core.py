@@ -207,16 +207,13 @@ def _pipeline(
     provider = TracerProvider(sampler=RecordUnsampled(chosen) if record_unsampled else chosen)  # type: ignore[arg-type]
     # a queue that never fills: every span is exported, none dropped for want of room
     queue = 1 << 22
-    if export_at_flush:
-        batches = BatchSpanProcessor(
-            EncodingExporter(),
-            max_queue_size=queue,
-            max_export_batch_size=queue,
-            schedule_delay_millis=3_600_000,
+    # a batch as large as the queue and a delay past any run: the thread never wakes to export
+    never = {"max_export_batch_size": queue, "schedule_delay_millis": 3_600_000}
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            EncodingExporter(), max_queue_size=queue, **(never if export_at_flush else {})
         )
-    else:
-        batches = BatchSpanProcessor(EncodingExporter(), max_queue_size=queue)
-    provider.add_span_processor(batches)
+    )
     processor = None
     if breakdown:
         if aggregation == "sdk":
@@ -241,8 +238,8 @@ def _pipeline(
 
 def _request_instruction_child(breakdown: bool, requests: int, callgrind_library: str) -> None:
     """Run inside valgrind: a pipeline with or without the breakdown, warmed up, then
-    ``requests`` requests and a flush (the batch exporter's thread counts too). With a library
-    that turns callgrind's instrumentation on, imports and set-up run uninstrumented.
+    ``requests`` requests. With a library that turns callgrind's instrumentation on, imports and
+    set-up run uninstrumented.
 
     The spans are exported by a flush every ``FLUSH_EVERY`` requests, in batches of the SDK's
     default size, in this thread: the batch processor's own thread, woken while the requests

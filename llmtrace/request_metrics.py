@@ -60,10 +60,11 @@ adds about 235k (10.0% on each seed; the aim is under 10%). Holding each span as
 about 1.8 us, the breakdown at the root's end about 10 us (the report's critical-path walk over
 the analysis model, summed per stage without segments), the eleven histogram points about 1.2 us.
 In CPU time the same work costs about twice what its instructions suggest: 45-63 us added to
-262-305 us (17-21%) on a busy 2-core machine. That is not the data (the breakdown of one request kept warm and computed
-again at every root's end costs as much) but the code running cold: each hook runs once between the
-SDK's own work, and computing a request's breakdown a second time in place costs about 10 us where
-the first costs about 30. Through the SDK the points cost about 70 us instead (+50% in all).
+262-305 us (17-21%) on a busy 2-core machine. That is not the data (the breakdown of one request
+kept warm and computed again at every root's end costs as much) but the code running cold: each
+hook runs once between the SDK's own work, and computing a request's breakdown a second time in
+place costs about 10 us where the first costs about 30. Through the SDK the points cost about
+70 us instead (+50% in all).
 """
 
 from __future__ import annotations

@@ -117,9 +117,7 @@ def declared_stage(span: Span) -> str | None:
 def first_token_time(span: Span) -> float | None:
     """Client time to first token in seconds after the span's start, when recorded."""
     attributes = span.attributes
-    value = attributes.get(sc.TIME_TO_FIRST_TOKEN)
-    if value.__class__ is not float:
-        value = _seconds(value)
+    value = _seconds(attributes.get(sc.TIME_TO_FIRST_TOKEN))
     if value is None:
         value = _seconds(attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK))
     return value

@@ -106,14 +106,11 @@ class _Reply:
         self.writer = writer
         self._held: bytearray | None = bytearray() if whole else None
 
-    def _write(self, data: bytes) -> None:
+    async def _send(self, data: bytes) -> None:
         if self._held is not None:
             self._held += data
         else:
             self.writer.write(data)
-
-    async def _drain(self) -> None:
-        if self._held is None:
             await self.writer.drain()
 
     async def flush(self) -> None:
@@ -132,8 +129,7 @@ class _Reply:
             f"content-length: {len(body)}",
         ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
-        self._write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        await self._drain()
+        await self._send(("\r\n".join(head) + "\r\n\r\n").encode() + body)
 
     async def start_stream(
         self,
@@ -148,12 +144,10 @@ class _Reply:
             "cache-control: no-cache",
         ]
         head += [f"{name}: {value}" for name, value in (extra or {}).items()]
-        self._write(("\r\n".join(head) + "\r\n\r\n").encode())
-        await self._drain()
+        await self._send(("\r\n".join(head) + "\r\n\r\n").encode())
 
     async def chunk(self, data: bytes) -> None:
-        self._write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        await self._drain()
+        await self._send(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
     async def event(self, payload: Any, name: str | None = None) -> None:
         text = payload if isinstance(payload, str) else json.dumps(payload)
@@ -161,8 +155,7 @@ class _Reply:
         await self.chunk(f"{prefix}data: {text}\n\n".encode())
 
     async def end_stream(self) -> None:
-        self._write(b"0\r\n\r\n")
-        await self._drain()
+        await self._send(b"0\r\n\r\n")
 
 
 class _Abort(Exception):
