@@ -9,8 +9,9 @@ child talks to over loopback HTTP with the real ``openai`` and ``anthropic`` cli
 each response in one write: a client that reads a response in more pieces (a server busy
 answering another child, a response written event by event) runs more of its own code, which
 moved a configuration's count by up to 20 k instructions per call, and a per-chunk figure by
-several thousand, from one run to the next. Now a run repeats the last one's figures to about
-2 k per call.
+several thousand, from one run to the next. Now llmtrace's figures repeat to within about 2 k
+per call under each seed; OpenTelemetry's openai-v2 still moves by up to 30 k per streamed call
+under one seed between runs, for a reason not found here.
 
 Two measurements per configuration:
 
