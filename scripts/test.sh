@@ -8,6 +8,10 @@
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
 #   4. Debian's Chromium for the HTML report check, when missing
 #   5. ruff, mypy --strict on the package, pytest (extra arguments go to pytest)
+# pytest runs in LLMTRACE_TEST_WORKERS processes (pytest-xdist; default: one per CPU, at most 4;
+# 0 runs it in this process), a test file to a process: most tests wait on simulated servers,
+# model delays and backends, so two processes on two cores halve the run. Each process starts
+# its own Collector and Jaeger; a file's module fixtures stay in one process.
 # Idempotent: a second run reuses the environment, the binaries and the wheel cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +41,6 @@ if command -v cargo >/dev/null 2>&1; then
   log "cargo fmt --check (native reader)"
   (cd native && cargo fmt --check)
 fi
-log "pytest"
-.venv/bin/python -m pytest "$@"
+workers=${LLMTRACE_TEST_WORKERS:-$(n=$(nproc); echo $((n < 4 ? n : 4)))}
+log "pytest ($workers processes)"
+.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
