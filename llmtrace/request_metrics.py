@@ -80,9 +80,11 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
+from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, SpanKind, StatusCode
 from opentelemetry.util.types import Attributes
 
@@ -325,6 +327,13 @@ def _held_attributes(held: Any) -> Mapping[str, Any]:
     return held or {}
 
 
+# The SDK's span classes, whose fields on_start reads directly: the tracer makes spans of a
+# subclass of its own (``_Span``, which adds nothing), so the public class alone never matches.
+_SDK_SPANS = frozenset(
+    cls for cls in (SdkSpan, getattr(sdk_trace, "_Span", None)) if isinstance(cls, type)
+)
+
+
 # One ended span as the processor holds it: its span id, its parent's (0 for none), and the span in
 # the analysis model. The ids stay the SDK's integers: linking by them formats and hashes no
 # strings. The analysis spans' own string ids are left empty, since nothing here reads them.
@@ -386,6 +395,10 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
         return span_id, parent_id, model
     first_token_at = None
     events = span._events if span.__class__ is ReadableSpan else span.events
+    if events.__class__ is BoundedList:
+        # the SDK's events, in the deque under it: its length and iteration are Python calls
+        # (iteration copies under a lock), and the span has ended: nothing adds to them any more
+        events = events._dq  # type: ignore[attr-defined]
     for event in events or ():
         if event.name in _FIRST_TOKEN_EVENTS:
             first_token_at = event.timestamp
@@ -682,7 +695,7 @@ class RequestMetricsProcessor(SpanProcessor):
         # The SDK span's fields and its SpanContext's items (a SpanContext is a tuple: trace id,
         # span id, is_remote, ...) read directly: for the children, which return at once, a
         # property call each was most of the work.
-        sdk = span.__class__ is SdkSpan
+        sdk = span.__class__ in _SDK_SPANS
         parent = span._parent if sdk else span.parent
         if parent is not None and not parent[2]:
             return

@@ -14,6 +14,7 @@ from opentelemetry.trace import SpanKind
 
 from llmtrace import semconv as sc
 from llmtrace.request_metrics import (
+    _SDK_SPANS,
     REQUEST_DURATION,
     REQUEST_TOKENS,
     REQUEST_TTFT,
@@ -222,6 +223,16 @@ def test_a_downstream_process_records_its_own_view_and_the_caller_counts_the_cal
     (upstream,) = caller.processor.figures.values()
     assert upstream.stages == pytest.approx({"network": 0.05, "other": 0.02})
     assert callee.processor.in_flight == caller.processor.in_flight == 0
+
+
+def test_the_tracers_spans_are_read_through_their_fields(tmp_path: Path) -> None:
+    """The processor reads an SDK span's fields directly, not through its properties (a property
+    call per child span was most of what it did for one): the tracer's spans must be of a class it
+    knows, which is not the SDK's public ``Span`` but a subclass of it."""
+    setup = make_setup(tmp_path)
+    span = setup.tracer.start_span("x")
+    assert span.__class__ in _SDK_SPANS
+    span.end()
 
 
 def test_two_local_roots_of_one_trace_are_each_a_request(tmp_path: Path) -> None:
