@@ -293,7 +293,12 @@ def _clamp(value: float, high: float) -> float:
 
 
 def _emit_model_call(
-    span: Span, low: int, high: int, out: list[Stretch], phases_seen: dict[int, ModelPhases] | None
+    span: Span,
+    low: int,
+    high: int,
+    out: list[Stretch],
+    phases_seen: dict[int, ModelPhases] | None,
+    totals: dict[str, int] | None,
 ) -> None:
     phases = model_phases(span)
     if phases_seen is not None:
@@ -313,12 +318,18 @@ def _emit_model_call(
         start = phase_start if phase_start > low else low
         end = boundary if boundary < high else high
         if end > start:
-            out.append((start, end, stage, name))
+            if totals is None:
+                out.append((start, end, stage, name))
+            else:
+                totals[stage] = totals.get(stage, 0) + (end - start)
     # generation: the rest, to the call's end
     start = boundary if boundary > low else low
     end = span.end if span.end < high else high
     if end > start:
-        out.append((start, end, "generation", name))
+        if totals is None:
+            out.append((start, end, "generation", name))
+        else:
+            totals["generation"] = totals.get("generation", 0) + (end - start)
 
 
 _end_time = attrgetter("end")
@@ -344,6 +355,7 @@ def _enter(
     inherited: str,
     out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
+    totals: dict[str, int] | None,
 ) -> _Frame | None:
     """Enter ``span`` on the stretch [low, high): a model call or a leaf is emitted at once, a span
     with children becomes a frame to walk."""
@@ -352,18 +364,21 @@ def _enter(
     if declared is None:
         stage = inherited
         if _is_unstaged_model_call(attributes):
-            _emit_model_call(span, low, high, out, phases_seen)
+            _emit_model_call(span, low, high, out, phases_seen, totals)
             return None
     elif declared == _LLM_STAGE:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
-        _emit_model_call(span, low, high, out, phases_seen)
+        _emit_model_call(span, low, high, out, phases_seen, totals)
         return None
     else:
         stage = declared if declared in _STAGES else _ROOT_STAGE
     children = span.children
     if not children:
-        out.append((low, high, stage, span.name))
+        if totals is None:
+            out.append((low, high, stage, span.name))
+        else:
+            totals[stage] = totals.get(stage, 0) + (high - low)
         return None
     ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
     return _Frame(span, low, stage, ordered, 0, high)
@@ -375,12 +390,18 @@ def _walk_critical_path(
     high: int,
     out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
+    totals: dict[str, int] | None = None,
 ) -> None:
     """Walking back from the end, the child that finished last is what its parent waited for;
     time no such child covers is the parent's own. A loop, not recursion: span trees can be
-    deeper than Python's recursion limit."""
+    deeper than Python's recursion limit.
+
+    Each stretch of the path goes to ``out`` as (start, end, stage, span name), or, with
+    ``totals``, only its length is added to its stage's there: a caller that needs the totals
+    alone saves making each stretch and summing them afterwards (at every emission, the two
+    forms side by side)."""
     stack: list[_Frame] = []
-    first = _enter(root, low, high, _ROOT_STAGE, out, phases_seen)
+    first = _enter(root, low, high, _ROOT_STAGE, out, phases_seen, totals)
     if first is not None:
         stack.append(first)
     while stack:
@@ -410,16 +431,22 @@ def _walk_critical_path(
             if child_end <= child_start:
                 continue
             if child_end < cursor:
-                out.append((child_end, cursor, stage, name))
+                if totals is None:
+                    out.append((child_end, cursor, stage, name))
+                else:
+                    totals[stage] = totals.get(stage, 0) + (cursor - child_end)
             cursor = child_start
             if not child.children:
                 declared = child.attributes.get(_STAGE_KEY)
                 if declared is not None and declared != _LLM_STAGE:
                     # a leaf with a stage of its own (most children): what _enter would emit
                     own = declared if declared in _STAGES else _ROOT_STAGE
-                    out.append((child_start, child_end, own, child.name))
+                    if totals is None:
+                        out.append((child_start, child_end, own, child.name))
+                    else:
+                        totals[own] = totals.get(own, 0) + (child_end - child_start)
                     continue
-            entered = _enter(child, child_start, child_end, stage, out, phases_seen)
+            entered = _enter(child, child_start, child_end, stage, out, phases_seen, totals)
             if entered is not None:
                 break
         if entered is not None:
@@ -429,7 +456,10 @@ def _walk_critical_path(
             continue
         # every child looked at: the rest of the stretch is the span's own time
         if cursor > low:
-            out.append((low, cursor, stage, name))
+            if totals is None:
+                out.append((low, cursor, stage, name))
+            else:
+                totals[stage] = totals.get(stage, 0) + (cursor - low)
         stack.pop()
 
 
@@ -457,9 +487,9 @@ def stage_nanos(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None)
     """Nanoseconds per stage on the critical path (``critical_path``'s segments summed, without
     making or ordering them: for a caller that needs only the totals)."""
     stages: dict[str, int] = {}
-    get = stages.get
-    for start, end, stage, _ in _stretches(trace, phases_seen):
-        stages[stage] = get(stage, 0) + (end - start)  # one subtraction of timestamps
+    root = trace.root
+    if root.end > root.start:
+        _walk_critical_path(root, root.start, root.end, [], phases_seen, stages)
     return stages
 
 
