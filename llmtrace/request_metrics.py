@@ -55,12 +55,12 @@ filter costs about 2 us per point when a sampled span is current.
 
 Cost, measured by ``benchmarks/overhead_core.py --only-requests``, on a request of seven spans
 created, batched and OTLP-encoded: in CPU instructions (callgrind, the mean over three hash seeds;
-the figure that repeats, to within 1k per request) the spans cost about 2,340k and the processor
-adds about 235k (10.0% on each seed; the aim is under 10%). Holding each span as it ends costs
-about 1.8 us, the breakdown at the root's end about 10 us (the report's critical-path walk over
-the analysis model, summed per stage without segments), the eleven histogram points about 1.2 us.
-In CPU time the same work costs about twice what its instructions suggest: 45-63 us added to
-262-305 us (17-21%) on a busy 2-core machine. That is not the data (the breakdown of one request
+the figure that repeats, to within 1k per request in one environment) the spans cost about
+2,339k and the processor adds about 228k (9.7% on each seed; the aim is under 10%). Holding each
+span as it ends costs about 1.8 us, the breakdown at the root's end 8-10 us (the report's
+critical-path walk over the analysis model, adding up each stage's total as it goes), the eleven
+histogram points about 1.2 us. In CPU time the same work costs more than its instructions
+suggest: 39-63 us added to 248-305 us (15-21%) on a busy 2-core machine. That is not the data (the breakdown of one request
 kept warm and computed again at every root's end costs as much) but the code running cold: each
 hook runs once between the SDK's own work, and computing a request's breakdown a second time in
 place costs about 10 us where the first costs about 30. Through the SDK the points cost about
