@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import random
+from typing import Any
 
 import pytest
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.breakdown import breakdown, critical_path, model_phases
+from llmtrace.analysis.breakdown import breakdown, critical_path, model_phases, stage_nanos
 from llmtrace.analysis.model import KIND_CLIENT, KIND_SERVER, NANOS
 from tests.analysis.trees import Tree
 
@@ -256,3 +258,53 @@ def test_llama_cpp_body_timings_on_the_client_span_give_network() -> None:
         },
     )
     assert stages_ms(tree) == {"network": 20, "ttft": 100, "generation": 380}
+
+
+def _random_tree(rng: random.Random) -> Tree:
+    """A root and up to 12 spans nested at random, overlapping or not, some outliving their
+    parent: stages of their own, none (inherited), unknown names, model calls declared by stage or
+    by operation, with first-token times, HTTP phases and server timings or without."""
+    tree = Tree()
+    root_end = rng.uniform(50, 500)
+    root_stage = rng.choice([None, "retrieval", sc.LLM_STAGE])
+    spans = [(tree.add("root", 0, root_end, stage=root_stage), 0.0, root_end)]
+    for number in range(rng.randint(0, 12)):
+        parent, low, high = rng.choice(spans)
+        start = rng.uniform(low, high)
+        end = start + rng.uniform(0, (high - low) * 1.2)
+        attributes: dict[str, Any] = {}
+        kind = rng.choice(["stage", "none", "unknown", "model", "operation"])
+        if kind == "stage":
+            attributes[sc.STAGE] = rng.choice(["retrieval", "embedding", "postprocess", "queue"])
+        elif kind == "unknown":
+            attributes[sc.STAGE] = "something-else"
+        elif kind in ("model", "operation"):
+            if kind == "model":
+                attributes[sc.STAGE] = sc.LLM_STAGE
+            else:
+                attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_CHAT
+            seconds = (end - start) / 1000
+            if rng.random() < 0.7:
+                attributes[sc.TIME_TO_FIRST_TOKEN] = rng.uniform(0, seconds * 1.1)
+            if rng.random() < 0.5:
+                attributes[sc.HTTP_CONNECT] = rng.uniform(0, seconds / 4)
+                attributes[sc.HTTP_REQUEST_SENT] = rng.uniform(0, seconds / 4)
+            if rng.random() < 0.3:
+                attributes[sc.SERVER_QUEUE_TIME] = rng.uniform(0, seconds / 2)
+        spans.append((tree.add(f"s{number}", start, end, parent=parent, **attributes), start, end))
+    return tree
+
+
+def test_stage_totals_equal_the_segments_summed_whatever_the_tree() -> None:
+    """The walk's two forms (segments for the report, totals for the request metrics processor)
+    give the same nanoseconds per stage."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        trace = _random_tree(rng).trace()
+        summed: dict[str, int] = {}
+        for segment in critical_path(trace):
+            summed[segment.stage] = summed.get(segment.stage, 0) + segment.end - segment.start
+        totals = stage_nanos(trace)
+        assert totals == summed
+        assert all(nanos > 0 for nanos in totals.values())
+        assert sum(totals.values()) == trace.root.end - trace.root.start
