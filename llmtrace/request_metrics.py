@@ -60,11 +60,11 @@ the figure that repeats, to within 1k per request in one environment) the spans 
 span as it ends costs about 1.8 us, the breakdown at the root's end 8-10 us (the report's
 critical-path walk over the analysis model, adding up each stage's total as it goes), the eleven
 histogram points about 1.2 us. In CPU time the same work costs more than its instructions
-suggest: 39-63 us added to 248-305 us (15-21%) on a busy 2-core machine. That is not the data (the breakdown of one request
-kept warm and computed again at every root's end costs as much) but the code running cold: each
-hook runs once between the SDK's own work, and computing a request's breakdown a second time in
-place costs about 10 us where the first costs about 30. Through the SDK the points cost about
-70 us instead (+50% in all).
+suggest: 39-63 us added to 248-305 us (15-21%) on a busy 2-core machine. That is not the data
+(the breakdown of one request kept warm and computed again at every root's end costs as much) but
+the code running cold: each hook runs once between the SDK's own work, and computing a request's
+breakdown a second time in place costs about 10 us where the first costs about 30. Through the
+SDK the points cost about 70 us instead (+50% in all).
 """
 
 from __future__ import annotations

@@ -463,12 +463,17 @@ def _walk_critical_path(
         stack.pop()
 
 
-def _stretches(trace: Trace, phases_seen: dict[int, ModelPhases] | None) -> list[Stretch]:
-    """The critical path's stretches as the walk emits them (latest first, roughly)."""
+def _stretches(
+    trace: Trace,
+    phases_seen: dict[int, ModelPhases] | None,
+    totals: dict[str, int] | None = None,
+) -> list[Stretch]:
+    """The critical path's stretches as the walk emits them (latest first, roughly); with
+    ``totals``, none: each stage's nanoseconds are added there instead."""
     root = trace.root
     out: list[Stretch] = []
     if root.end > root.start:
-        _walk_critical_path(root, root.start, root.end, out, phases_seen)
+        _walk_critical_path(root, root.start, root.end, out, phases_seen, totals)
     return out
 
 
@@ -487,9 +492,7 @@ def stage_nanos(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None)
     """Nanoseconds per stage on the critical path (``critical_path``'s segments summed, without
     making or ordering them: for a caller that needs only the totals)."""
     stages: dict[str, int] = {}
-    root = trace.root
-    if root.end > root.start:
-        _walk_critical_path(root, root.start, root.end, [], phases_seen, stages)
+    _stretches(trace, phases_seen, stages)
     return stages
 
 
