@@ -165,46 +165,46 @@ class StreamRecorder:
         span = self.span
         try:
             ended_at = time.monotonic()
-            # The stream's own measures: plain values by construction (see set_span_attributes).
-            measured: dict[str, Any] = (
-                {semconv.STREAM_END: how, semconv.CHUNK_COUNT: self.chunk_count}
-                if self.streaming
-                else {}
-            )
+            # What was gathered during the call (a model call's start attributes, HTTP phases
+            # and time to headers) is set with the stream's own measures and what the parser
+            # says, in one call. When its values are plain (seen at once, in C) it takes the
+            # plain ones too, so that only values nobody made plain are looked at one by one.
+            # (Nothing reads the call's gathered attributes after the stream's end: they are
+            # added to here.)
+            collected = self.collected
+            if not collected:
+                plain: dict[str, Any] = {}
+                attributes: dict[str, Any] = {}
+            elif set(map(type, collected.values())) <= _PLAIN_VALUES:
+                plain, attributes = collected, {}
+            else:
+                plain, attributes = {}, collected
+            gathered = GatheredAttributes(span, attributes, plain)
+            # A completed stream's OK status goes with the attributes (see set_span_attributes),
+            # unless the parser failed; its failure loses only what it would have set.
+            parsed = False
+            try:
+                self.parser.finish(gathered)  # type: ignore[arg-type]
+                parsed = True
+            except Exception:
+                log_once(logger, "stream end recording failed")
+            # The stream's own measures: plain values by construction. (After the parser's:
+            # its output token count may come from what it just worked out.)
+            if self.streaming:
+                plain[semconv.STREAM_END] = how
+                plain[semconv.CHUNK_COUNT] = self.chunk_count
             if self.first_chunk_at is not None:
-                measured[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                plain[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
                     self.first_chunk_at - self.started_at
                 )
             if self.first_token_at is not None:
                 generation_time = ended_at - self.first_token_at
-                measured[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
-                measured[semconv.GENERATION_TIME] = generation_time
+                plain[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
+                plain[semconv.GENERATION_TIME] = generation_time
                 tokens = self.parser.output_tokens()
                 if tokens and generation_time > 0:
-                    measured[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
-            # What was gathered during the call (a model call's HTTP phases and time to headers)
-            # goes with the stream's own measures when its values are plain, seen at once in C,
-            # so that only what the parser sets is looked at one by one; all are set with one
-            # call. (Nothing reads the call's gathered attributes after the stream's end: they
-            # are added to here. The few measures go into the gathered dozen, not the other way
-            # round: fewer entries copied, and no dict grown twice.)
-            collected = self.collected
-            attributes: dict[str, Any] = {}
-            if collected:
-                if set(map(type, collected.values())) <= _PLAIN_VALUES:
-                    collected.update(measured)
-                    measured = collected
-                else:
-                    attributes = collected
-            gathered = GatheredAttributes(span, attributes)
-            # A completed stream's OK status goes with the attributes (see set_span_attributes),
-            # unless the parser failed.
-            ok = False
-            try:
-                self.parser.finish(gathered)  # type: ignore[arg-type]
-                ok = how == "completed"
-            finally:
-                set_span_attributes(span, gathered.attributes, ok, measured)
+                    plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            set_span_attributes(span, gathered.attributes, parsed and how == "completed", plain)
             if how == "error" and exc is not None:
                 record_error(span, exc)
         except Exception:
@@ -241,8 +241,8 @@ def set_span_attributes(
 ) -> None:
     """``span.set_attributes(attributes)`` (then ``span.set_status(STATUS_OK)`` when ``ok``), for
     less when ``span`` is the OpenTelemetry SDK's. ``plain``: attributes set before those, whose
-    values llmtrace made itself of the classes the SDK keeps as they are (str, int, float, bool),
-    so not looked at again.
+    values llmtrace made itself of the classes the SDK keeps as they are (str, int, float, bool,
+    or a tuple of values of one of those), so not looked at again.
 
     The SDK checks and copies each value in Python, one call or more per attribute: about as
     much as llmtrace's own work on a model call for the attributes it records at the end. When
@@ -261,9 +261,10 @@ def set_span_attributes(
         values: dict[str, Any] | None = attributes
         # The classes of all values at once (in C, not one Python step per attribute): most
         # attributes are plain, and the few sequences (finish reasons) are looked at alone.
-        classes = set(map(type, attributes.values()))
-        if not classes <= _PLAIN_VALUES:
-            values = _plain(attributes, classes)
+        if attributes:
+            classes = set(map(type, attributes.values()))
+            if not classes <= _PLAIN_VALUES:
+                values = _plain(attributes, classes)
         # (Apart: a test of the class in the condition would narrow the store's type to object.)
         known_store = store.__class__ is kinds[1]  # type: ignore[index]
         if (
@@ -280,7 +281,8 @@ def set_span_attributes(
                 if span._end_time is None:  # type: ignore[attr-defined]
                     if plain:
                         store._dict.update(plain)
-                    store._dict.update(values)
+                    if values:
+                        store._dict.update(values)
                     if ok:
                         span._status = STATUS_OK  # type: ignore[attr-defined]
                     return
@@ -345,13 +347,21 @@ def _probe_direct_store() -> tuple[type, type] | bool:
 class GatheredAttributes:
     """What a parser's ``finish`` gets for the span: the attributes it sets are added to the
     stream's own, set on the span together once it returns (each call setting attributes on a
-    span costs about as much as several attributes); anything else goes to the span itself."""
+    span costs about as much as several attributes); anything else goes to the span itself.
 
-    __slots__ = ("_span", "attributes")
+    ``plain``: where a parser puts attributes whose values it made plain itself (a str, int,
+    float or bool, or a tuple of those; see :func:`set_span_attributes`), so that they are not
+    looked at again. Anything else goes through ``set_attributes``.
+    """
 
-    def __init__(self, span: Span, attributes: dict[str, Any]) -> None:
+    __slots__ = ("_span", "attributes", "plain")
+
+    def __init__(
+        self, span: Span, attributes: dict[str, Any], plain: dict[str, Any] | None = None
+    ) -> None:
         self._span = span
         self.attributes = attributes
+        self.plain: dict[str, Any] = attributes if plain is None else plain
 
     def set_attributes(self, attributes: Any) -> None:
         self.attributes.update(attributes)

@@ -199,3 +199,49 @@ def test_a_method_another_instrumentation_wrapped_with_wrapt_keeps_its_instance(
         assert seen == [("llmtrace", client), ("other", client)]
     finally:
         patches.restore()
+
+
+def test_a_streams_response_fields_of_any_shape_are_recorded_as_set_attributes_would():
+    # The chat parser hands over the values it made plain itself apart from the rest; whatever
+    # a server put in a chunk's fields, the span ends with what set_attributes would record.
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+
+    from llmtrace.instrumentation.openai import ChatChunkParser
+    from llmtrace.streaming import StreamRecorder
+
+    provider, exporter = _provider()
+    keys = ("gen_ai.response.id", "gen_ai.response.model", "gen_ai.response.finish_reasons")
+    for response_id, model, reason in (
+        ("r1", "m", "stop"),
+        (7, "m", 3),
+        # Each alone, or the others' odd values would send them all through the SDK's checks.
+        (["r1"], "m", "stop"),
+        ("r1", ["m", "n"], "stop"),
+        ("r1", "m", ["odd"]),
+        ("r1", {"odd": 1}, "stop"),
+    ):
+        base = {"id": response_id, "object": "chat.completion.chunk", "created": 1, "model": model}
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]},
+            {**base, "choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}},
+        ]
+        exporter.clear()
+        span = provider.get_tracer("t").start_span("call")
+        recorder = StreamRecorder(span, parser=ChatChunkParser())
+        for chunk in chunks:
+            recorder.on_chunk(construct_type(type_=ChatCompletionChunk, value=chunk))
+        recorder.end("completed")
+        recorded = dict(exporter.get_finished_spans()[0].attributes or {})
+        expected = _recorded(
+            provider,
+            exporter,
+            lambda s, v=(response_id, model, [reason]): s.set_attributes(
+                dict(zip(keys, v, strict=True))
+            ),
+        )
+        assert {key: recorded.get(key) for key in keys} == {key: expected.get(key) for key in keys}
+        assert recorded["gen_ai.usage.input_tokens"] == 2
+        assert recorded["gen_ai.usage.output_tokens"] == 1
+        assert recorded["llmtrace.stream.end"] == "completed"
