@@ -189,7 +189,7 @@ class StreamRecorder:
             except Exception:
                 log_once(logger, "stream end recording failed")
             # The stream's own measures: plain values by construction. (After the parser's:
-            # its output token count may come from what it just worked out.)
+            # the output token count it set, when it set one plainly, is not read again.)
             if self.streaming:
                 plain[semconv.STREAM_END] = how
                 plain[semconv.CHUNK_COUNT] = self.chunk_count
@@ -201,7 +201,9 @@ class StreamRecorder:
                 generation_time = ended_at - self.first_token_at
                 plain[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
                 plain[semconv.GENERATION_TIME] = generation_time
-                tokens = self.parser.output_tokens()
+                tokens = plain.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+                if tokens is None:
+                    tokens = self.parser.output_tokens()
                 if tokens and generation_time > 0:
                     plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
             set_span_attributes(span, gathered.attributes, parsed and how == "completed", plain)

@@ -107,9 +107,8 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     return attributes
 
 
-def _add_usage(attributes: dict[str, Any], usage: Any) -> int | None:
-    """Add the token counts ``usage`` reports (only counts: plain ints); returns the output
-    tokens, or None when not reported."""
+def _add_usage(attributes: dict[str, Any], usage: Any) -> None:
+    """Add the token counts ``usage`` reports (only counts: plain ints)."""
     get = fields_of(usage).get
     input_tokens = get("prompt_tokens")
     if input_tokens is None:
@@ -121,8 +120,6 @@ def _add_usage(attributes: dict[str, Any], usage: Any) -> int | None:
         attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     if _is_count(output_tokens):
         attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-    else:
-        output_tokens = None
     # Most servers other than OpenAI's report no details: nothing more to look into then.
     details = get("prompt_tokens_details") or get("input_tokens_details")
     if details is not None:
@@ -134,7 +131,6 @@ def _add_usage(attributes: dict[str, Any], usage: Any) -> int | None:
         reasoning = fields_of(details).get("reasoning_tokens")
         if _is_count(reasoning):
             attributes[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-    return output_tokens  # type: ignore[no-any-return]
 
 
 def _is_count(value: Any) -> bool:
@@ -253,10 +249,10 @@ def add_streamed_response(
     model: Any,
     reasons: dict[int, Any],
     usage: Any,
-) -> int | None:
+) -> None:
     """Add :func:`streamed_response_attributes` to ``plain`` when their values are plain (a
     str, an int, a tuple of str: what the SDK would keep as they are), else to ``other`` (a
-    server may send anything in a chunk's fields); returns the output tokens reported."""
+    server may send anything in a chunk's fields)."""
     if response_id:
         (plain if response_id.__class__ is str else other)[semconv.GEN_AI_RESPONSE_ID] = response_id
     if model:
@@ -271,14 +267,14 @@ def add_streamed_response(
         (plain if set(map(type, values)) <= _STR else other)[
             semconv.GEN_AI_RESPONSE_FINISH_REASONS
         ] = values
-    return _add_usage(plain, usage) if usage is not None else None
+    if usage is not None:
+        _add_usage(plain, usage)
 
 
 class ChatChunkParser:
     """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
 
     __slots__ = (
-        "_output_tokens",
         "_reasons",
         "_redact",
         "_text",
@@ -308,8 +304,6 @@ class ChatChunkParser:
         self.model: str | None = None
         self.usage: Any = None
         self.timings: Any = None
-        # The output tokens the usage reports, once finish read it.
-        self._output_tokens: Any = _UNREAD
 
     def has_content(self, chunk: Any) -> bool:
         # field_of and fields_of, not getattr: a field a model lacks (reasoning_content on
@@ -365,8 +359,6 @@ class ChatChunkParser:
             self.timings = timings
 
     def output_tokens(self) -> int | None:
-        if self._output_tokens is not _UNREAD:
-            return self._output_tokens  # type: ignore[no-any-return]
         if self.usage is None:
             return None
         value = field_of(self.usage, "completion_tokens")
@@ -374,7 +366,7 @@ class ChatChunkParser:
 
     def finish(self, span: Any) -> None:  # (the recorder's GatheredAttributes)
         # The values made plain here go where they are not looked at again.
-        self._output_tokens = add_streamed_response(
+        add_streamed_response(
             span.plain, span.attributes, self.id, self.model, self._reasons, self.usage
         )
         if self._text:
@@ -386,10 +378,6 @@ class ChatChunkParser:
             )
         if self.timings is not None:
             _server_timings(span, self.timings)
-
-
-# (ChatChunkParser: its output tokens not read yet.)
-_UNREAD = object()
 
 
 class ResponsesEventParser:
