@@ -76,7 +76,7 @@ from llmtrace.options import (
     validate,
 )
 from llmtrace.options import activate as _activate
-from llmtrace.request_context import install as install_request_context
+from llmtrace.request_context import install_when_used as install_request_context
 from llmtrace.request_metrics import (
     RecordUnsampled,
     RequestMetricsOptions,
@@ -288,7 +288,8 @@ def init(
         _processors.extend(_counted(extra) for extra in exporters or ())
         for processor in _processors:
             provider.add_span_processor(processor)
-        # Request context attributes (llmtrace.context) go on every span of the provider.
+        # Request context attributes (llmtrace.context) go on every span of the provider, from
+        # the first context entered.
         install_request_context(provider)
         for extra_processor in span_processors or ():
             provider.add_span_processor(extra_processor)

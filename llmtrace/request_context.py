@@ -7,8 +7,12 @@ llmtrace or by any other instrumentation on the same provider, using the standar
 and overrides the outer one's attributes.
 
 How the attributes reach spans: a span processor (:class:`RequestContextProcessor`) reads the
-current request context when a span starts. It is added once to the global SDK provider by
-``init()``, by ``opentelemetry-instrument`` and, if neither ran, by the first context entered.
+current request context when a span starts. It is added once to the global SDK provider (and to
+the provider ``init()`` or ``opentelemetry-instrument`` set up) when the first context is entered
+in the process: until then no span can carry such attributes, and a processor costs every span of
+the provider a Python call as it starts and two as it ends. So it comes after the processors
+present then; a processor of the application's that reads a span's attributes in its own
+``on_start`` sees the request context's only when it was added after the first context entered.
 
 Across concurrency: asyncio tasks copy the context they are created in, so tasks started inside
 carry it; threads do not, so the ``threading`` instrumentation (on by default) hands the
@@ -75,6 +79,10 @@ class RequestContextProcessor(SpanProcessor):
 
 
 _installed_on: set[int] = set()
+# Whether a request context was entered in this process yet, and the providers waiting for the
+# processor until one is (see the module docstring).
+_entered = False
+_waiting: list[object] = []
 
 
 def install(provider: object | None = None) -> None:
@@ -86,6 +94,23 @@ def install(provider: object | None = None) -> None:
     provider.add_span_processor(RequestContextProcessor())
 
 
+def install_when_used(provider: object | None = None) -> None:
+    """:func:`install` now if a request context was entered already, else when the first one is."""
+    if _entered:
+        install(provider)
+        return
+    provider = provider if provider is not None else trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider) and all(p is not provider for p in _waiting):
+        _waiting.append(provider)
+
+
+def _first_entered() -> None:
+    global _entered
+    _entered = True
+    while _waiting:
+        install(_waiting.pop())
+
+
 class RequestContext(AsyncWithToo["RequestContext"]):
     """The attributes of one request: a context manager (sync and async) and a decorator."""
 
@@ -94,6 +119,8 @@ class RequestContext(AsyncWithToo["RequestContext"]):
         self._tokens: list[Token[Mapping[str, Any]]] = []
 
     def __enter__(self) -> RequestContext:
+        if not _entered:
+            _first_entered()
         install()
         self._tokens.append(_attributes.set({**_attributes.get(), **self.attributes}))
         return self

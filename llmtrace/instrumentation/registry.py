@@ -223,10 +223,11 @@ class LLMTraceInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        from llmtrace.request_context import install
+        from llmtrace.request_context import install_when_used
 
-        # Under opentelemetry-instrument the distro set the provider: request context goes on it.
-        install()
+        # Under opentelemetry-instrument the distro set the provider: request context goes on it
+        # (from the first context entered).
+        install_when_used()
         instrument(None)
 
     def _uninstrument(self, **kwargs: Any) -> None:

@@ -147,3 +147,59 @@ def test_current_trace_id_and_trace_url(spans):
         assert llmtrace.trace_url("abc") == "http://jaeger:16686/trace/abc"
     finally:
         llmtrace.shutdown()
+
+
+_FIRST_CONTEXT = r"""
+import json, sys
+import llmtrace
+from llmtrace.request_context import RequestContextProcessor
+from opentelemetry import trace
+
+def processors():
+    provider = trace.get_tracer_provider()
+    chain = provider._active_span_processor._span_processors
+    return sum(isinstance(p, RequestContextProcessor) for p in chain)
+
+if sys.argv[1] == "before init":
+    early = llmtrace.context(session_id="early")
+    early.__enter__()
+llmtrace.init(exporter="file", file_path=sys.argv[2], instrument=False)
+counts = [processors()]
+with llmtrace.span("outside", stage="tool"):
+    pass
+with llmtrace.context(session_id="s-1"):
+    with llmtrace.span("inside", stage="tool"):
+        pass
+counts.append(processors())
+llmtrace.shutdown()
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.parametrize("entered", ["after init", "before init"])
+def test_the_processor_arrives_with_the_first_context_entered(tmp_path, entered):
+    # Until a request context is entered no span can carry one, and the processor (a call per
+    # span start and end) is not there; a context entered before init() still gets it.
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "spans.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_CONTEXT, entered, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counts == ([0, 1] if entered == "after init" else [1, 1])
+    sessions = {}
+    for line in out.read_text().splitlines():
+        for resource_spans in json.loads(line).get("resourceSpans", []):
+            for scope_spans in resource_spans["scopeSpans"]:
+                for span in scope_spans["spans"]:
+                    values = {a["key"]: a["value"] for a in span.get("attributes", [])}
+                    sessions[span["name"]] = values.get("session.id", {}).get("stringValue")
+    expected_outside = None if entered == "after init" else "early"
+    assert sessions == {"outside": expected_outside, "inside": "s-1"}
