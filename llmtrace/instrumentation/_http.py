@@ -15,9 +15,11 @@ Every request sent through ``Client.send`` / ``AsyncClient.send``:
   ``body_complete``        response headers → last body byte (the transfer, or the whole stream)
   ======================== =====================================================================
 
-Over HTTP/1.1 the phases are read from the connection's own steps (writing the request headers
-and body, reading the response headers, closing a response read to its end), hooked in
-``httpcore``/``httpcore2``: the client's ``trace`` extension would cost more per request than
+Over HTTP/1.1 the phases are read from the connection's own steps (writing the request headers,
+reading the response headers, closing a response read to its end), hooked in
+``httpcore``/``httpcore2``; the request is written when the connection starts reading the
+response headers, which it does right after writing the body (or failing to: then the server's
+early answer is read). The client's ``trace`` extension would cost more per request than
 the rest of the request's tracing, because ``httpcore`` builds and sends every one of its dozen
 events once one is installed. A ``trace`` callback of llmtrace's own is installed only while a
 new connection is opened (connect and TLS), and for a request over HTTP/2, where it reports
@@ -253,6 +255,8 @@ class AsyncPhaseRecorder(PhaseRecorder):
 
 # The global propagator last seen to be OpenTelemetry's default (W3C trace context, then baggage).
 _default_propagator: object = None
+# Whether this API keeps the global propagator where inject_trace_context reads it.
+_GLOBAL_TEXTMAP_KEPT = hasattr(propagate, "_HTTP_TEXT_FORMAT")
 _BAGGAGE = W3CBaggagePropagator()
 # Where the context keeps baggage: read directly, without the copy baggage.get_all() returns.
 _BAGGAGE_KEY: str | None = getattr(baggage, "_BAGGAGE_KEY", None)
@@ -317,7 +321,10 @@ def inject_trace_context(headers: Any, span: Span) -> None:
     write them, without building a context for it: that part alone costs several microseconds on
     every model call. Baggage, when the current context has any, goes through the propagator.
     """
-    propagator = propagate.get_global_textmap()
+    # (The API's global read directly where it keeps it: its getter is a Python call.)
+    propagator = (
+        propagate._HTTP_TEXT_FORMAT if _GLOBAL_TEXTMAP_KEPT else propagate.get_global_textmap()
+    )
     if propagator is not _default_propagator and not _is_default_propagator(propagator):
         propagator.inject(headers, context=trace.set_span_in_context(span))
         return
@@ -372,15 +379,20 @@ def _prepare(
     request: Any, span: Span, call: ModelCall | None, is_async: bool, hooked: bool = False
 ) -> PhaseRecorder | None:
     """Inject the trace context of ``span`` and hand the request a recorder of its phases: for
-    the transport hooks (``hooked``), else as the request's ``trace`` extension."""
-    inject_trace_context(request.headers, span)
-    if not span.is_recording():
+    the transport hooks (``hooked``), else as the request's ``trace`` extension. Never raises:
+    a request it fails to prepare is sent as it is, still traced, without phases."""
+    try:
+        inject_trace_context(request.headers, span)
+        if not span.is_recording():
+            return None
+        extensions = request.extensions
+        recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
+        recorder = recorder_class(span, call, extensions.get("trace"))
+        extensions[_RECORDER_KEY if hooked else "trace"] = recorder
+        return recorder
+    except Exception:
+        log_once(logger, "HTTP request preparation failed")
         return None
-    extensions = request.extensions
-    recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
-    recorder = recorder_class(span, call, extensions.get("trace"))
-    extensions[_RECORDER_KEY if hooked else "trace"] = recorder
-    return recorder
 
 
 def start_network_span(method: str, url: str, host: str, port: int | None, scheme: str) -> Span:
@@ -498,7 +510,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare_model_request(request, call, False, hooked)
+                recorder = _prepare(request, call.span, call, False, hooked)
                 try:
                     response = original(self, request, *args, **kwargs)
                 except BaseException:
@@ -537,7 +549,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return await original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare_model_request(request, call, True, hooked)
+                recorder = _prepare(request, call.span, call, True, hooked)
                 try:
                     response = await original(self, request, *args, **kwargs)
                 except BaseException:
@@ -569,16 +581,6 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
     send = direct_method(make_send)
     async_send = direct_method(make_async_send)
     return send, async_send
-
-
-def _prepare_model_request(
-    request: Any, call: ModelCall, is_async: bool, hooked: bool
-) -> PhaseRecorder | None:
-    try:
-        return _prepare(request, call.span, call, is_async, hooked)
-    except Exception:
-        log_once(logger, "HTTP request preparation failed")
-        return None
 
 
 def _flush(recorder: PhaseRecorder | None) -> None:
@@ -619,24 +621,26 @@ def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
     ]
 
 
-def _marking(slot: int, before: bool) -> tuple[Any, Any]:
-    """(sync, async) wrappers of a connection step ``step(self, request, ...)`` that note the
-    moment it starts (``before``) or returns in ``moments[slot]`` of a traced request's recorder:
-    the phases are worked out from them once, when the request returns."""
+def _marking(before: int, after: int | None = None) -> tuple[Any, Any]:
+    """(sync, async) wrappers of a connection step ``step(self, request)`` that note the moment
+    it starts in ``moments[before]`` of a traced request's recorder, and the moment it returns in
+    ``moments[after]`` (when given): the phases are worked out from them once, when the request
+    returns."""
     monotonic = time.monotonic
 
     def make(original: Any) -> Any:
-        # The steps take the request alone: no arguments to pack and unpack, on three steps of
+        # The steps take the request alone: no arguments to pack and unpack, on two steps of
         # every request.
         def step(self: Any, request: Any) -> Any:
             recorder = request.extensions.get(_RECORDER_KEY)
             if recorder is None:
                 return original(self, request)
-            if before:
-                recorder.moments[slot] = monotonic()
+            moments = recorder.moments
+            moments[before] = monotonic()
+            if after is None:
                 return original(self, request)
             result = original(self, request)
-            recorder.moments[slot] = monotonic()
+            moments[after] = monotonic()
             return result
 
         return step
@@ -646,11 +650,12 @@ def _marking(slot: int, before: bool) -> tuple[Any, Any]:
             recorder = request.extensions.get(_RECORDER_KEY)
             if recorder is None:
                 return await original(self, request)
-            if before:
-                recorder.moments[slot] = monotonic()
+            moments = recorder.moments
+            moments[before] = monotonic()
+            if after is None:
                 return await original(self, request)
             result = await original(self, request)
-            recorder.moments[slot] = monotonic()
+            moments[after] = monotonic()
             return result
 
         return step
@@ -771,7 +776,6 @@ _BODY_COMPLETE = _PHASE_EVENTS["receive_response_body.complete"]
 _TRANSPORT_STEPS: list[tuple[str, str, str, str, str]] = [
     ("connection", "HTTPConnection", "AsyncHTTPConnection", "_connect", "connect"),
     ("http11", "HTTP11Connection", "AsyncHTTP11Connection", "_send_request_headers", "headers"),
-    ("http11", "HTTP11Connection", "AsyncHTTP11Connection", "_send_request_body", "body"),
     (
         "http11",
         "HTTP11Connection",
@@ -804,9 +808,10 @@ def transport_patches(package: str) -> list[tuple[str, str, Any]]:
         return []
     wrappers = {
         "connect": _tracing(restore=True),
-        "headers": _marking(2, before=True),
-        "body": _marking(3, before=False),
-        "response": _marking(4, before=False),
+        "headers": _marking(2),
+        # Written (slot 3) when the connection starts waiting for the response headers: one hook
+        # for both moments (see the module docstring).
+        "response": _marking(3, 4),
         "close": _closing(h11),
         "http2": _tracing(restore=False),
     }
