@@ -98,6 +98,9 @@ def _get() -> _Instruments:
 
 
 _provider_named_in_environment: bool | None = None
+# Whether this API keeps its global provider where meter_provider_set looks (read directly then:
+# a getattr with a default is a builtin call, on every model call).
+_GLOBAL_KEPT = hasattr(metrics_api, "_METER_PROVIDER")
 
 
 def meter_provider_set() -> bool:
@@ -107,7 +110,7 @@ def meter_provider_set() -> bool:
     # Asked on every model call. The API's getter tests the environment each time it finds no
     # provider (a raised and caught KeyError): look at the global it keeps first, and read the
     # environment once, as the API itself does when it loads a provider named there.
-    if getattr(metrics_api, "_METER_PROVIDER", ...) is None:
+    if _GLOBAL_KEPT and metrics_api._METER_PROVIDER is None:
         if _provider_named_in_environment is None:
             _provider_named_in_environment = "OTEL_PYTHON_METER_PROVIDER" in os.environ
         if not _provider_named_in_environment:

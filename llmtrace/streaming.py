@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -66,6 +65,12 @@ class ChunkParser(Protocol):
         """Output tokens the provider reported, or None when it did not."""
         ...
 
+    # Optional: ``finish_into(plain, attributes)``, called instead of ``finish`` when a parser has
+    # it: what ``finish`` would set, added to two dicts, ``plain`` for values the parser made
+    # plain itself (a str, int, float or bool, or a tuple of one of those: see
+    # set_span_attributes), ``attributes`` for anything else. It saves the recorder a stand-in
+    # span for the parser to set attributes on.
+    #
     # Optional: ``hides(chunk) -> bool``. A chunk llmtrace itself asked for (the usage-only chunk
     # of an injected ``stream_options.include_usage``) is observed but not handed to a caller who
     # did not ask for it. Looked up once per stream; absent or None means every chunk is
@@ -91,10 +96,6 @@ class NullParser:
 # Immutable, so one instance serves every call that ends well.
 STATUS_OK = Status(StatusCode.OK)
 
-# Makes a stream's end happen once when two threads end it together: held for a test and a set,
-# so one lock serves every stream (a lock of each stream's own costs its creation, per stream).
-_END_LOCK = threading.Lock()
-
 
 class StreamRecorder:
     """Timing and the end of one streamed model call. Thread-safe to end; O(1) state."""
@@ -108,6 +109,7 @@ class StreamRecorder:
         "first_token_at",
         "first_token_chunk",
         "hides",
+        "once",
         "parser",
         "span",
         "started_at",
@@ -133,6 +135,8 @@ class StreamRecorder:
         self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
         self.chunk_count = 0
         self.ended = False
+        # Popped by the one end that happens (see end()).
+        self.once = [True]
         # Attributes gathered for the end by whoever started the stream (a model call's HTTP
         # phases and time to headers), set with the stream's own: one call to set them all.
         self.collected: dict[str, Any] | None = None
@@ -158,10 +162,16 @@ class StreamRecorder:
 
     def end(self, how: str, exc: BaseException | None = None) -> None:
         """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
-        with _END_LOCK:
-            if self.ended:
-                return
-            self.ended = True
+        if self.ended:
+            return
+        # When two threads end it together, one pops the item: a list's pop is one atomic step
+        # (a lock taken and released with ``with`` costs several times the rest of this check,
+        # its arguments parsed on each call).
+        try:
+            self.once.pop()
+        except IndexError:
+            return
+        self.ended = True
         span = self.span
         try:
             ended_at = time.monotonic()
@@ -179,12 +189,16 @@ class StreamRecorder:
                 plain, attributes = collected, {}
             else:
                 plain, attributes = {}, collected
-            gathered = GatheredAttributes(span, attributes, plain)
             # A completed stream's OK status goes with the attributes (see set_span_attributes),
             # unless the parser failed; its failure loses only what it would have set.
             parsed = False
+            parser = self.parser
             try:
-                self.parser.finish(gathered)  # type: ignore[arg-type]
+                finish_into = getattr(parser, "finish_into", None)
+                if finish_into is not None:
+                    finish_into(plain, attributes)
+                else:
+                    parser.finish(GatheredAttributes(span, attributes, plain))  # type: ignore[arg-type]
                 parsed = True
             except Exception:
                 log_once(logger, "stream end recording failed")
@@ -203,10 +217,10 @@ class StreamRecorder:
                 plain[semconv.GENERATION_TIME] = generation_time
                 tokens = plain.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
                 if tokens is None:
-                    tokens = self.parser.output_tokens()
+                    tokens = parser.output_tokens()
                 if tokens and generation_time > 0:
                     plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
-            set_span_attributes(span, gathered.attributes, parsed and how == "completed", plain)
+            set_span_attributes(span, attributes, parsed and how == "completed", plain)
             if how == "error" and exc is not None:
                 record_error(span, exc)
         except Exception:
@@ -279,7 +293,11 @@ def set_span_attributes(
                 or len(store._dict) + len(values) + len(plain or ()) <= store.maxlen
             )
         ):
-            with span._lock:  # type: ignore[attr-defined]
+            # (Taken and released by name: ``with`` looks both methods up and parses the
+            # arguments of each, twice the cost.)
+            lock = span._lock  # type: ignore[attr-defined]
+            lock.acquire()
+            try:
                 if span._end_time is None:  # type: ignore[attr-defined]
                     if plain:
                         store._dict.update(plain)
@@ -288,6 +306,8 @@ def set_span_attributes(
                     if ok:
                         span._status = STATUS_OK  # type: ignore[attr-defined]
                     return
+            finally:
+                lock.release()
     if plain:
         span.set_attributes(plain)
     span.set_attributes(attributes)
@@ -326,7 +346,8 @@ def _probe_direct_store() -> tuple[type, type] | bool:
         lock = getattr(probe, "_lock", None)
         if (
             isinstance(getattr(store, "_dict", None), dict)
-            and hasattr(lock, "__enter__")
+            and hasattr(lock, "acquire")
+            and hasattr(lock, "release")
             and hasattr(store, "max_value_len")
             and hasattr(store, "maxlen")
             and getattr(probe, "_end_time", False) is None

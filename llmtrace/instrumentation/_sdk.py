@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 import wrapt
 from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import Tracer as SDKTracer
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
@@ -65,18 +66,18 @@ def _class_has(cls: type, name: str) -> bool:
     return hasattr(cls, name)
 
 
-class _ModelFields(dict[type, Any]):
-    """Class -> its pydantic fields, or None when it is not a pydantic model: read through the
-    class (and pydantic's metaclass) each time otherwise, several times per model call."""
-
-    def __missing__(self, cls: type) -> Any:
-        fields = getattr(cls, "__pydantic_fields__", None)
-        if len(self) < 1024:
-            self[cls] = fields
-        return fields
+# Class -> its pydantic fields, or None when it is not a pydantic model: read through the class
+# (and pydantic's metaclass) each time otherwise, several times per model call. A plain dict, read
+# by subscription with a miss caught: the interpreter specialises that for a dict, not for a dict
+# subclass with ``__missing__`` (twice the cost, on every field read).
+_model_fields: dict[type, Any] = {}
 
 
-_model_fields = _ModelFields()
+def _fields_of_class(cls: type) -> Any:
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if len(_model_fields) < 1024:
+        _model_fields[cls] = fields
+    return fields
 
 
 def field_of(obj: Any, name: str) -> Any:
@@ -94,7 +95,10 @@ def field_of(obj: Any, name: str) -> Any:
     cls: Any = type(obj)
     if cls is dict:
         return obj.get(name)
-    fields = _model_fields[cls]
+    try:
+        fields = _model_fields[cls]
+    except KeyError:
+        fields = _fields_of_class(cls)
     if fields is not None:
         if name in fields:
             return obj.__dict__.get(name)
@@ -150,9 +154,9 @@ def fields_of(obj: Any) -> Fields:
     if obj is None:
         fields = _NO_FIELDS
     # (type(), not __class__: see field_of.)
-    elif type(obj) is dict:
+    elif (cls := type(obj)) is dict:
         fields = obj
-    elif _model_fields[type(obj)] is not None:
+    elif (_model_fields[cls] if cls in _model_fields else _fields_of_class(cls)) is not None:
         extra = obj.__pydantic_extra__
         # Fields win over extra values of the same name, as in field_of.
         fields = {**extra, **obj.__dict__} if extra else obj.__dict__
@@ -299,13 +303,19 @@ _PARENT_BASED_DELEGATES = (
 
 
 def _attribute_blind(tracer: Any) -> bool:
-    # A proxy tracer (taken before the provider was set) follows the real one in ``_tracer``.
-    sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)
+    # The SDK's tracer keeps its sampler where it is read here (two getattr calls with defaults
+    # cost more than the rest, on every model call); a proxy tracer (taken before the provider
+    # was set) follows the real one in ``_tracer``.
+    sampler: Any
+    if tracer.__class__ is SDKTracer:
+        sampler = tracer.sampler
+    else:
+        sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)
     if sampler is None:
         return False
     last = _last_sampler
     if last[0] is sampler:
-        return bool(last[1])
+        return last[1]  # type: ignore[no-any-return]
     try:
         from opentelemetry.sdk.trace import sampling
 

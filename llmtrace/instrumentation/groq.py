@@ -77,11 +77,9 @@ class GroqChunkParser(ChatChunkParser):
             if usage is not None:
                 self.usage = usage
 
-    def finish(self, span: Span) -> None:
-        super().finish(span)
-        timings = server_timings(self.usage)
-        if timings:
-            span.set_attributes(timings)
+    def finish_into(self, plain: dict[str, Any], attributes: dict[str, Any]) -> None:
+        super().finish_into(plain, attributes)
+        attributes.update(server_timings(self.usage))
 
 
 def _recording_server_timings(

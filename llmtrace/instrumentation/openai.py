@@ -27,6 +27,7 @@ from llmtrace.instrumentation._base import bounded_content, capture_settings
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation._sdk import (
     Plan,
+    _model_fields,
     base_url_of,
     field_of,
     fields_of,
@@ -154,14 +155,22 @@ def _responses_finish_reason(response: Any) -> str | None:
 
 def _server_timings(span: Span, timings: Any) -> None:
     """llama.cpp's ``timings`` object of a response body or its last chunk, onto the span."""
+    attributes = _server_timings_of(timings)
+    if attributes:
+        span.set_attributes(attributes)
+
+
+def _server_timings_of(timings: Any) -> dict[str, Any]:
+    """The attributes of llama.cpp's ``timings`` object (none when it is not one)."""
     if not isinstance(timings, Mapping):
-        return
+        return {}
     try:
         from llmtrace.server.timings import server_timings_from_body
 
-        span.set_attributes(server_timings_from_body({"timings": timings}))
+        return server_timings_from_body({"timings": timings})
     except Exception:
         logger.debug("llmtrace: server timings unavailable", exc_info=True)
+        return {}
 
 
 def _record_response(
@@ -306,17 +315,41 @@ class ChatChunkParser:
         self.timings: Any = None
 
     def has_content(self, chunk: Any) -> bool:
-        # field_of and fields_of, not getattr: a field a model lacks (reasoning_content on
-        # OpenAI's own deltas, delta on a legacy completion's choice) costs a raised
-        # AttributeError through pydantic. A choice has one field to read (all of them cost
-        # more), a delta several, looked up at once rather than one call per name.
+        # Asked for every chunk until the first token, where it was the costliest step: an
+        # attribute read on a pydantic model goes through its __getattr__ hook (and a field the
+        # model lacks, reasoning_content on OpenAI's own deltas or delta on a legacy completion's
+        # choice, through a raised AttributeError), while its declared fields sit in its
+        # __dict__, read once. Extra fields (a server's reasoning_content) are looked at only
+        # when the declared ones say nothing. Other shapes go through field_of / fields_of.
+        # (A class field_of has not seen yet, not known to be a pydantic model, takes the
+        # general way once: field_of learns it.)
+        known = _model_fields.get
         for choice in chunk.choices or ():
-            delta = field_of(choice, "delta")
+            delta = choice.__dict__.get("delta") if known(type(choice)) else None
             if delta is None:
-                if field_of(choice, "text"):
+                delta = field_of(choice, "delta")
+                if delta is None:
+                    if field_of(choice, "text"):
+                        return True
+                    continue
+            if known(type(delta)):
+                values = delta.__dict__
+                if (
+                    values.get("content")
+                    or values.get("tool_calls")
+                    or values.get("function_call")
+                    or values.get("refusal")
+                    or values.get("reasoning_content")
+                ):
                     return True
-                continue
-            get = fields_of(delta).get
+                extra = delta.__pydantic_extra__
+                if not extra:
+                    continue
+                # Declared fields win over extra values of the same name, as in fields_of.
+                fields: Any = {**extra, **values}
+            else:
+                fields = fields_of(delta)
+            get = fields.get
             if (
                 get("content")
                 or get("tool_calls")
@@ -364,20 +397,24 @@ class ChatChunkParser:
         value = field_of(self.usage, "completion_tokens")
         return value if isinstance(value, int) else None
 
-    def finish(self, span: Any) -> None:  # (the recorder's GatheredAttributes)
-        # The values made plain here go where they are not looked at again.
-        add_streamed_response(
-            span.plain, span.attributes, self.id, self.model, self._reasons, self.usage
-        )
+    def finish_into(self, plain: dict[str, Any], attributes: dict[str, Any]) -> None:
+        """What the stream said, for the recorder (see ChunkParser): the values made plain here
+        go where they are not looked at again."""
+        add_streamed_response(plain, attributes, self.id, self.model, self._reasons, self.usage)
         if self._text:
             # The redaction hook sees streamed output too, before anything is set on the span.
-            span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
                 json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
                 self._text_budget_total,
                 self._redact,
             )
         if self.timings is not None:
-            _server_timings(span, self.timings)
+            attributes.update(_server_timings_of(self.timings))
+
+    def finish(self, span: Span) -> None:
+        attributes: dict[str, Any] = {}
+        self.finish_into(attributes, attributes)
+        span.set_attributes(attributes)
 
 
 class ResponsesEventParser:

@@ -245,3 +245,128 @@ def test_a_streams_response_fields_of_any_shape_are_recorded_as_set_attributes_w
         assert recorded["gen_ai.usage.input_tokens"] == 2
         assert recorded["gen_ai.usage.output_tokens"] == 1
         assert recorded["llmtrace.stream.end"] == "completed"
+
+
+def _has_content_read_field_by_field(chunk: Any) -> bool:
+    # What the chat parser's first-token check answers, read the general way (every value
+    # through field_of / fields_of, as before the check read pydantic models' dicts at once).
+    from llmtrace.instrumentation._sdk import field_of, fields_of
+
+    for choice in chunk.choices or ():
+        delta = field_of(choice, "delta")
+        if delta is None:
+            if field_of(choice, "text"):
+                return True
+            continue
+        get = fields_of(delta).get
+        names = ("content", "tool_calls", "function_call", "refusal", "reasoning_content")
+        if any(get(name) for name in names):
+            return True
+    return False
+
+
+def test_the_first_token_check_answers_for_every_chunk_shape_as_reading_field_by_field():
+    from types import SimpleNamespace
+
+    from openai._models import construct_type
+    from openai.types import Completion
+    from openai.types.chat import ChatCompletionChunk
+
+    from llmtrace.instrumentation.openai import ChatChunkParser
+
+    def chat(delta: dict[str, Any]) -> Any:
+        value = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        value["choices"] = [{"index": 0, "delta": delta, "finish_reason": None}]
+        return construct_type(type_=ChatCompletionChunk, value=value)
+
+    def legacy(text: str) -> Any:
+        value = {"id": "c", "object": "text_completion", "created": 1, "model": "m"}
+        value["choices"] = [{"index": 0, "text": text, "finish_reason": None, "logprobs": None}]
+        return construct_type(type_=Completion, value=value)
+
+    tool_call = {"index": 0, "id": "t", "type": "function", "function": {"name": "f"}}
+    cases = {
+        "role only": (chat({"role": "assistant", "content": ""}), False),
+        "empty delta": (chat({}), False),
+        "content": (chat({"content": "x"}), True),
+        "tool call": (chat({"tool_calls": [tool_call]}), True),
+        "refusal": (chat({"refusal": "no"}), True),
+        # A server's field the SDK does not declare (vLLM's, DeepSeek's) is an extra value.
+        "reasoning as an extra": (chat({"role": "assistant", "reasoning_content": "hm"}), True),
+        "empty extra": (chat({"role": "assistant", "reasoning_content": ""}), False),
+        "other extra": (chat({"content": "", "logits": [1]}), False),
+        "legacy text": (legacy("x"), True),
+        "legacy empty": (legacy(""), False),
+        "plain objects": (
+            SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(content="x"))]),
+            True,
+        ),
+        "a dict delta": (SimpleNamespace(choices=[SimpleNamespace(delta={"refusal": "no"})]), True),
+        "a dict delta, empty": (
+            SimpleNamespace(choices=[SimpleNamespace(delta={"role": "a"})]),
+            False,
+        ),
+        "no choices": (SimpleNamespace(choices=None), False),
+        "two choices": (
+            construct_type(
+                type_=ChatCompletionChunk,
+                value={
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
+                        {"index": 0, "delta": {"content": ""}, "finish_reason": None},
+                        {"index": 1, "delta": {"content": "y"}, "finish_reason": None},
+                    ],
+                },
+            ),
+            True,
+        ),
+    }
+    parser = ChatChunkParser()
+    # Twice: the first time a class is new to the check (read the general way), then known.
+    _sdk._model_fields.clear()
+    for _ in range(2):
+        for name, (chunk, expected) in cases.items():
+            assert _has_content_read_field_by_field(chunk) is expected, name
+            assert parser.has_content(chunk) is expected, name
+
+
+def test_a_stream_ended_from_two_threads_at_once_ends_once():
+    import sys
+    import threading
+
+    from llmtrace.streaming import NullParser, StreamRecorder
+
+    class CountingParser(NullParser):
+        finished = 0
+
+        def finish(self, span: Any) -> None:
+            CountingParser.finished += 1
+
+    provider, exporter = _provider()
+    tracer = provider.get_tracer("t")
+    interval = sys.getswitchinterval()
+    # Threads switched as often as the interpreter allows, so that two ends meet.
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(300):
+            recorder = StreamRecorder(tracer.start_span("call"), parser=CountingParser())
+            start = threading.Barrier(2)
+
+            def end(how: str, recorder: StreamRecorder = recorder, start: Any = start) -> None:
+                start.wait()
+                recorder.end(how)
+
+            threads = [threading.Thread(target=end, args=(how,)) for how in ("closed", "abandoned")]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert CountingParser.finished == 300
+    ended = exporter.get_finished_spans()
+    assert len(ended) == 300
+    assert {span.attributes["llmtrace.stream.end"] for span in ended} <= {"closed", "abandoned"}
