@@ -369,6 +369,16 @@ class _SwitchableSampler(Sampler):
     def use(self, sampler: Sampler) -> None:
         self.current = sampler
         self.should_sample = sampler.should_sample  # type: ignore[method-assign]
+        # Model calls asked whether the sampler looks at attributes; the new one may.
+        from llmtrace.instrumentation._sdk import forget_sampler
+
+        forget_sampler()
+
+    @property
+    def wrapped_sampler(self) -> Sampler:
+        """The sampler that decides (model spans start without their attributes when it never
+        reads them; see llmtrace.instrumentation._sdk.start_client_span)."""
+        return self.current
 
     def should_sample(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
         return self.current.should_sample(*args, **kwargs)

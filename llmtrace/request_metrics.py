@@ -253,6 +253,12 @@ class RecordUnsampled(Sampler):
     def __init__(self, inner: Sampler) -> None:
         self.inner = inner
 
+    @property
+    def wrapped_sampler(self) -> Sampler:
+        """The sampler that decides (this one only records what it drops, whatever the span's
+        attributes)."""
+        return self.inner
+
     def should_sample(
         self,
         parent_context: Context | None,

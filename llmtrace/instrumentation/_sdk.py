@@ -302,6 +302,12 @@ _PARENT_BASED_DELEGATES = (
 )
 
 
+def forget_sampler() -> None:
+    """The sampler last asked about decides otherwise now (llmtrace's switchable sampler was
+    given another): ask again."""
+    _last_sampler[0] = None
+
+
 def _attribute_blind(tracer: Any) -> bool:
     # The SDK's tracer keeps its sampler where it is read here (two getattr calls with defaults
     # cost more than the rest, on every model call); a proxy tracer (taken before the provider
@@ -319,13 +325,21 @@ def _attribute_blind(tracer: Any) -> bool:
     try:
         from opentelemetry.sdk.trace import sampling
 
+        # llmtrace's own wrappers (its provider's switchable sampler, RecordUnsampled) decide as
+        # the sampler inside does (the switchable one says when it switches: forget_sampler).
+        decider = sampler
+        while type(decider).__module__.startswith("llmtrace."):
+            inner = getattr(decider, "wrapped_sampler", None)
+            if inner is None:
+                break
+            decider = inner
         blind = (sampling.StaticSampler, sampling.TraceIdRatioBased)
-        if isinstance(sampler, sampling.ParentBased) and type(sampler).should_sample is (
+        if isinstance(decider, sampling.ParentBased) and type(decider).should_sample is (
             sampling.ParentBased.should_sample
         ):
-            delegates = [getattr(sampler, name, None) for name in _PARENT_BASED_DELEGATES]
+            delegates = [getattr(decider, name, None) for name in _PARENT_BASED_DELEGATES]
         else:
-            delegates = [sampler]
+            delegates = [decider]
         # The SDK's own classes only: a subclass elsewhere may look at attributes.
         answer = all(
             type(delegate).__module__ == sampling.__name__ and isinstance(delegate, blind)

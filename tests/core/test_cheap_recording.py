@@ -370,3 +370,53 @@ def test_a_stream_ended_from_two_threads_at_once_ends_once():
     ended = exporter.get_finished_spans()
     assert len(ended) == 300
     assert {span.attributes["llmtrace.stream.end"] for span in ended} <= {"closed", "abandoned"}
+
+
+_OWN_PROVIDER = r"""
+import json, sys
+import llmtrace
+from llmtrace.instrumentation import _sdk
+from llmtrace.instrumentation._base import get_tracer
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+class ReadsAttributes(Sampler):
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None,
+                      links=None, trace_state=None):
+        keep = (attributes or {}).get("gen_ai.request.model") == "keep"
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if keep else Decision.DROP, attributes)
+
+    def get_description(self):
+        return "reads attributes"
+
+answers = []
+for sampler in (None, ReadsAttributes(), None):
+    llmtrace.init(exporter="file", file_path=sys.argv[1], instrument=False, sampler=sampler)
+    answers.append(_sdk._attribute_blind(get_tracer()))
+    for model in ("keep", "drop"):
+        span = _sdk.start_client_span("chat", {"gen_ai.request.model": model})
+        answers.append([span.is_recording(), dict(getattr(span, "attributes", None) or {})])
+        span.end()
+    llmtrace.shutdown()
+print(json.dumps(answers))
+"""
+
+
+def test_model_spans_of_llmtraces_own_provider_start_as_its_current_sampler_needs(tmp_path):
+    # init() without a provider of the application's makes llmtrace's, whose sampler is a
+    # switchable wrapper: model spans start without their attributes while the sampler inside
+    # never reads them (cheaper), with them once init() gives it one that does.
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OWN_PROVIDER, str(tmp_path / "spans.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    keep = [True, {"gen_ai.request.model": "keep"}]
+    drop = [True, {"gen_ai.request.model": "drop"}]
+    assert answers == [True, keep, drop, False, keep, [False, {}], True, keep, drop]
