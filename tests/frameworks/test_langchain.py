@@ -421,7 +421,10 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
     assert_ttft([provider], chat_requests(model_server), 0.3)
     report = _report(spans, tmp_path)
     assert sum(usage.calls for usage in report.models.values()) == 1
-    _assert_bottleneck(report, "ttft", 0.3)
+    # The report's TTFT is the provider span's, which holds the request's preparation too
+    # (15-80 ms, more when other work holds the CPU; held above to the server's send times, not
+    # here to its nominal delay).
+    _assert_bottleneck(report, "ttft", provider.attributes[semconv.TIME_TO_FIRST_TOKEN])
 
 
 def test_failing_tool_ends_every_span_with_the_error(model_server, spans, traced):
