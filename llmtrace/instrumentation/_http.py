@@ -210,10 +210,10 @@ class PhaseRecorder:
                 pending[semconv.HTTP_RESPONSE_HEADERS] = headers_at - written
         elif headers_at is None and streamed:
             headers_at = time.monotonic()
-        # (What ModelCall.note_headers and add_attributes do, without a call for each.)
-        if call is not None and headers_at is not None and call.headers_at is None:
-            call.headers_at = headers_at
-            pending[semconv.TIME_TO_HEADERS] = headers_at - call.started_at
+        if call is not None and headers_at is not None:
+            time_to_headers = call.note_headers(headers_at)
+            if time_to_headers is not None:
+                pending[semconv.TIME_TO_HEADERS] = time_to_headers
         if response is not None:
             try:
                 # (Most responses have no timing headers: the span is asked only when one has.)
@@ -226,11 +226,7 @@ class PhaseRecorder:
             if not pending:
                 return
             if call is not None:
-                collected = call.collected
-                if collected is not None:
-                    collected.update(pending)
-                else:
-                    call.add_attributes(pending)
+                call.add_attributes(pending)
             elif self.span.is_recording():
                 self.span.set_attributes(pending)
         except Exception:
