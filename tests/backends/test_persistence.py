@@ -370,10 +370,10 @@ def test_collector_killed_loses_no_trace_and_requests_do_not_wait(stack_parts: S
     # Measured in one process around the outage, before and after it, so that a machine
     # busier for a while than when the run began does not count against the outage. The
     # outage window is three times as long as each of the others, so a stall of the machine
-    # itself (another process starting a Go binary on both cores, in a full run) lands in it
-    # more often: a P99 over the tolerance is measured once more, with a second outage, and
-    # fails only if it holds again (a request waiting on the exporter would, every time). No
-    # trace may be lost in either round.
+    # itself (the other tests' processes, in a full run) lands in it more often: a P99 over
+    # the tolerance is measured once more, with a second outage, and fails only if it holds
+    # again (a request waiting on the exporter would, every time). No trace may be lost in
+    # either round.
     for attempt in (1, 2):
         p99 = _outage_round(stack_parts)
         without_outage = max(p99["before"], p99["after"])
