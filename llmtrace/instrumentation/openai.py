@@ -153,15 +153,9 @@ def _responses_finish_reason(response: Any) -> str | None:
     return str(status) if status else None
 
 
-def _server_timings(span: Span, timings: Any) -> None:
-    """llama.cpp's ``timings`` object of a response body or its last chunk, onto the span."""
-    attributes = _server_timings_of(timings)
-    if attributes:
-        span.set_attributes(attributes)
-
-
 def _server_timings_of(timings: Any) -> dict[str, Any]:
-    """The attributes of llama.cpp's ``timings`` object (none when it is not one)."""
+    """The attributes of llama.cpp's ``timings`` object of a response body or its last chunk
+    (none when it is not one)."""
     if not isinstance(timings, Mapping):
         return {}
     try:
@@ -219,10 +213,10 @@ def _record_response(
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
                 json.dumps([{"role": "assistant", "content": text}]), *output_budget
             )
-    span.set_attributes(attributes)
     timings = get("timings")
     if timings is not None:
-        _server_timings(span, timings)
+        attributes.update(_server_timings_of(timings))
+    span.set_attributes(attributes)
 
 
 def _output_text(response: Any) -> str:
