@@ -73,6 +73,7 @@ from llmtrace.options import (
     resolved_exporter,
     settings,
     traces_endpoint,
+    transport,
     validate,
 )
 from llmtrace.options import activate as _activate
@@ -128,24 +129,61 @@ def _resource(s: Settings) -> Resource:
     return Resource.create(attributes)
 
 
-def _insecure(endpoint: str | None) -> bool | None:
-    return None if endpoint is None else not endpoint.startswith("https://")
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as file:
+        return file.read()
 
 
-def _otlp_exporter(s: Settings) -> SpanExporter:
-    headers = dict(s.headers) or None
-    endpoint = traces_endpoint(s)
-    if s.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
+def _otlp_exporter(s: Settings, signal: str = "traces") -> Any:  # a span or metric exporter
+    """The OTLP exporter of ``signal`` (``"traces"`` or ``"metrics"``): endpoint, headers and
+    transport security of that signal (``options.transport``: TLS unless the endpoint or
+    ``OTEL_EXPORTER_OTLP_[SIGNAL_]INSECURE`` says plaintext)."""
+    traces = signal == "traces"
+    protocol = s.protocol if traces else s.metrics_protocol
+    endpoint = traces_endpoint(s) if traces else metrics_endpoint(s)
+    headers = dict(s.headers if traces else s.metrics_headers) or None
+    security = transport(s, signal)
+    if protocol == "grpc":
+        if traces:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcExporter,
+            )
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter as GrpcExporter,
+            )
+        credentials = None
+        if security.secure and (security.certificate or security.client_certificate):
+            import grpc  # type: ignore[import-untyped]
+
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(security.certificate),
+                private_key=_read(security.client_key),
+                certificate_chain=_read(security.client_certificate),
+            )
+        return GrpcExporter(
+            endpoint=endpoint,
+            headers=headers,
+            insecure=not security.secure,
+            credentials=credentials,
         )
-
-        return GrpcExporter(endpoint=endpoint, headers=headers, insecure=_insecure(endpoint))
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpExporter,
+    if traces:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+            OTLPMetricExporter as HttpExporter,
+        )
+    return HttpExporter(
+        endpoint=endpoint,
+        headers=headers,
+        certificate_file=security.certificate,
+        client_key_file=security.client_key,
+        client_certificate_file=security.client_certificate,
     )
-
-    return HttpExporter(endpoint=endpoint, headers=headers)
 
 
 def make_exporter(s: Settings) -> SpanExporter | None:
@@ -161,7 +199,8 @@ def make_exporter(s: Settings) -> SpanExporter | None:
         return OTLPJsonFileExporter(
             Path(s.file_path), max_bytes=s.file_max_bytes, backups=s.file_backups
         )
-    return _otlp_exporter(s)
+    exporter: SpanExporter = _otlp_exporter(s)
+    return exporter
 
 
 def _counted(exporter: SpanExporter, immediate: bool = False) -> CountingProcessor:
@@ -223,7 +262,7 @@ def init(
         if protocol is not None:
             overrides["protocol"] = overrides["metrics_protocol"] = str(protocol).lower()
         if headers is not None:
-            overrides["headers"] = dict(headers)
+            overrides["headers"] = overrides["metrics_headers"] = dict(headers)
         if file_path is not None:
             overrides["file_path"] = os.fspath(file_path)
         if sample_ratio is not None:
@@ -488,23 +527,7 @@ def _install_metrics(
         return
     if isinstance(metrics.get_meter_provider(), MeterProvider):
         return
-    headers = dict(s.headers) or None
-    endpoint = metrics_endpoint(s)
-    exporter: Any
-    if s.metrics_protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        exporter = GrpcMetricExporter(
-            endpoint=endpoint, headers=headers, insecure=_insecure(endpoint)
-        )
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-            OTLPMetricExporter as HttpMetricExporter,
-        )
-
-        exporter = HttpMetricExporter(endpoint=endpoint, headers=headers)
+    exporter = _otlp_exporter(s, "metrics")
     from llmtrace.request_histograms import RequestMetricsReader, exporter_temporality
     from llmtrace.request_metrics import request_histograms, views
 
@@ -652,7 +675,21 @@ def _stop(
 def _destination(s: Settings) -> str:
     kind = resolved_exporter(s)
     if kind == "otlp":
-        return traces_endpoint(s) or "the default OTLP endpoint"
+        where = traces_endpoint(s) or "the default OTLP endpoint"
+        security = transport(s, "traces")
+        if not security.secure:
+            return f"{where} (plaintext)"
+        verified = (
+            f"the CA in {security.certificate}"
+            if security.certificate
+            else "the system's CAs (OTEL_EXPORTER_OTLP_CERTIFICATE names another)"
+        )
+        client = (
+            f", client certificate {security.client_certificate}"
+            if security.client_certificate
+            else ""
+        )
+        return f"{where} over TLS, verified with {verified}{client}"
     if kind == "file":
         return s.file_path
     return kind
@@ -677,6 +714,14 @@ def _report_undelivered(stats: DeliveryStats, where: str, s: Settings, timed_out
         if timed_out
         else ""
     )
+    if stats.delivered == 0 and " over TLS" in where:
+        # Nothing at all got through a TLS connection: the usual causes, said once here rather
+        # than left to the transport's own log lines.
+        hint += (
+            "; no export succeeded over TLS: check that the collector serves TLS with a "
+            "certificate signed by that CA for this host name (an http:// endpoint, or "
+            "OTEL_EXPORTER_OTLP_INSECURE=true for gRPC, sends plaintext)"
+        )
     logger.warning(
         "llmtrace: %d of %d spans could not be delivered to %s (%s)%s",
         stats.undelivered,

@@ -42,6 +42,31 @@ _FALSE = ("0", "false", "no", "off", "no_content", "")
 
 
 @dataclass(frozen=True)
+class TlsFiles:
+    """What the environment says about one signal's transport security (None: not said)."""
+
+    insecure: bool | None = None
+    """``OTEL_EXPORTER_OTLP_[SIGNAL_]INSECURE`` (gRPC only, as in the OpenTelemetry SDK)."""
+    certificate: str | None = None
+    """``OTEL_EXPORTER_OTLP_[SIGNAL_]CERTIFICATE``: the CA bundle that verifies the server."""
+    client_key: str | None = None
+    """``OTEL_EXPORTER_OTLP_[SIGNAL_]CLIENT_KEY``: the client's private key (mutual TLS)."""
+    client_certificate: str | None = None
+    """``OTEL_EXPORTER_OTLP_[SIGNAL_]CLIENT_CERTIFICATE``: the client's certificate (mutual TLS)."""
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How one signal's OTLP exporter connects, decided as the OpenTelemetry SDK decides it."""
+
+    secure: bool
+    """TLS (True) or plaintext (False)."""
+    certificate: str | None = None
+    client_key: str | None = None
+    client_certificate: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     """The options in force. ``settings()`` returns the active ones to instrumentations."""
 
@@ -63,6 +88,16 @@ class Settings:
     protocol: str = "grpc"
     metrics_protocol: str = "grpc"
     headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers of the span exporter (``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, else
+    ``OTEL_EXPORTER_OTLP_HEADERS``; ``init(headers=)`` sets both signals')."""
+    metrics_headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers of the metrics exporter (``OTEL_EXPORTER_OTLP_METRICS_HEADERS``, else
+    ``OTEL_EXPORTER_OTLP_HEADERS``)."""
+    traces_tls: TlsFiles = field(default_factory=lambda: TlsFiles())
+    """TLS of the span exporter: ``OTEL_EXPORTER_OTLP_TRACES_{INSECURE,CERTIFICATE,CLIENT_KEY,
+    CLIENT_CERTIFICATE}``, each falling back to the variable without ``TRACES_``."""
+    metrics_tls: TlsFiles = field(default_factory=lambda: TlsFiles())
+    """The same for the metrics exporter (``OTEL_EXPORTER_OTLP_METRICS_*``)."""
     file_path: str = DEFAULT_FILE_PATH
     file_max_bytes: int = DEFAULT_FILE_MAX_BYTES
     file_backups: int = DEFAULT_FILE_BACKUPS
@@ -157,7 +192,7 @@ def _parse_int(name: str, value: str) -> int:
         raise ConfigError(f"{name}={value!r} is not a whole number") from None
 
 
-def parse_headers(value: str) -> dict[str, str]:
+def parse_headers(value: str, name: str = "OTEL_EXPORTER_OTLP_HEADERS") -> dict[str, str]:
     """``key1=value1,key2=value2`` as ``OTEL_EXPORTER_OTLP_HEADERS`` writes them (URL-encoded)."""
     from urllib.parse import unquote
 
@@ -167,8 +202,7 @@ def parse_headers(value: str) -> dict[str, str]:
             continue
         if "=" not in item:
             raise ConfigError(
-                f"header {item.strip()!r} in OTEL_EXPORTER_OTLP_HEADERS has no '='; "
-                "accepted: key1=value1,key2=value2"
+                f"header {item.strip()!r} in {name} has no '='; accepted: key1=value1,key2=value2"
             )
         key, _, val = item.partition("=")
         headers[unquote(key.strip())] = unquote(val.strip())
@@ -198,9 +232,13 @@ def from_environment(base: Settings) -> Settings:
     protocol = _env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or generic_protocol
     if protocol is not None:
         env["metrics_protocol"] = protocol.lower()
-    headers = _env("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or _env("OTEL_EXPORTER_OTLP_HEADERS")
-    if headers is not None:
-        env["headers"] = parse_headers(headers)
+    for signal, key in (("TRACES", "headers"), ("METRICS", "metrics_headers")):
+        name = f"OTEL_EXPORTER_OTLP_{signal}_HEADERS"
+        if (headers := _env(name)) is not None:
+            env[key] = parse_headers(headers, name)
+        elif (headers := _env("OTEL_EXPORTER_OTLP_HEADERS")) is not None:
+            env[key] = parse_headers(headers)
+        env[f"{signal.lower()}_tls"] = _tls_from_environment(signal)
     if (value := _env("LLMTRACE_FILE_PATH")) is not None:
         env["file_path"] = value
     if (value := _env("LLMTRACE_FILE_MAX_BYTES")) is not None:
@@ -233,6 +271,98 @@ def from_environment(base: Settings) -> Settings:
     if (value := _env("LLMTRACE_JAEGER_URL")) is not None:
         env["jaeger_url"] = value
     return replace(base, **env)
+
+
+def _signal_env(signal: str, suffix: str) -> tuple[str, str] | None:
+    """(name, value) of ``OTEL_EXPORTER_OTLP_<SIGNAL>_<SUFFIX>``, else of the generic variable."""
+    for name in (f"OTEL_EXPORTER_OTLP_{signal}_{suffix}", f"OTEL_EXPORTER_OTLP_{suffix}"):
+        if (value := _env(name)) is not None:
+            return name, value
+    return None
+
+
+def _tls_from_environment(signal: str) -> TlsFiles:
+    insecure = _signal_env(signal, "INSECURE")
+    files = {
+        key: found[1] if (found := _signal_env(signal, suffix)) is not None else None
+        for key, suffix in (
+            ("certificate", "CERTIFICATE"),
+            ("client_key", "CLIENT_KEY"),
+            ("client_certificate", "CLIENT_CERTIFICATE"),
+        )
+    }
+    return TlsFiles(insecure=None if insecure is None else _parse_insecure(*insecure), **files)
+
+
+def _parse_insecure(name: str, value: str) -> bool:
+    # The SDK reads "true" (any case) as insecure and anything else as secure, so "1" or "yes"
+    # would mean TLS there: any value but true or false is refused, never read otherwise.
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{name}={value!r} is not a boolean; accepted: true, false")
+    return lowered == "true"
+
+
+# Where the OTLP exporters send when no endpoint is configured (the SDK's defaults).
+_DEFAULT_ENDPOINTS = {"grpc": "http://localhost:4317", "http/protobuf": "http://localhost:4318"}
+
+
+def transport(s: Settings, signal: str) -> Transport:
+    """Plaintext or TLS, and with which files, for ``signal`` (``"traces"`` or ``"metrics"``).
+
+    Decided exactly as the OpenTelemetry Python SDK's OTLP exporters decide it, so that a
+    scheme-less endpoint is never sent in clear text unless asked:
+
+    - OTLP/HTTP: the URL's scheme decides (``https://`` is TLS, ``http://`` plaintext);
+    - OTLP/gRPC: ``https://`` is TLS whatever else is set; otherwise
+      ``OTEL_EXPORTER_OTLP_<SIGNAL>_INSECURE``, then ``OTEL_EXPORTER_OTLP_INSECURE``, decide when
+      set; otherwise ``http://`` is plaintext and an endpoint without a scheme
+      (``collector.example.com:4317``) is TLS.
+
+    The certificate files (``OTEL_EXPORTER_OTLP_[<SIGNAL>_]CERTIFICATE``, ``…_CLIENT_KEY``,
+    ``…_CLIENT_CERTIFICATE``) are used only with TLS.
+    """
+    if signal == "traces":
+        protocol, endpoint, tls = s.protocol, traces_endpoint(s), s.traces_tls
+    else:
+        protocol, endpoint, tls = s.metrics_protocol, metrics_endpoint(s), s.metrics_tls
+    url = endpoint or _DEFAULT_ENDPOINTS.get(protocol, _DEFAULT_ENDPOINTS["grpc"])
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if protocol != "grpc":
+        secure = scheme == "https"
+    elif scheme == "https":
+        secure = True
+    elif tls.insecure is not None:
+        secure = not tls.insecure
+    else:
+        secure = scheme != "http"
+    if not secure:
+        return Transport(secure=False)
+    return Transport(
+        secure=True,
+        certificate=tls.certificate,
+        client_key=tls.client_key,
+        client_certificate=tls.client_certificate,
+    )
+
+
+def _check_tls_files(s: Settings) -> None:
+    for signal, tls in (("TRACES", s.traces_tls), ("METRICS", s.metrics_tls)):
+        for suffix, path in (
+            ("CERTIFICATE", tls.certificate),
+            ("CLIENT_KEY", tls.client_key),
+            ("CLIENT_CERTIFICATE", tls.client_certificate),
+        ):
+            if path is not None and not os.path.isfile(path):
+                raise ConfigError(
+                    f"OTEL_EXPORTER_OTLP_[{signal}_]{suffix}={path!r} is not a readable file; "
+                    "accepted: the path of a PEM file"
+                )
+        if (tls.client_key is None) != (tls.client_certificate is None):
+            raise ConfigError(
+                f"mutual TLS for {signal.lower()} needs both OTEL_EXPORTER_OTLP_[{signal}_]"
+                f"CLIENT_KEY and OTEL_EXPORTER_OTLP_[{signal}_]CLIENT_CERTIFICATE; one is set"
+            )
 
 
 def _parse_instrument(value: str) -> bool | tuple[str, ...]:
@@ -268,6 +398,8 @@ def validate(s: Settings) -> None:
         raise ConfigError("file_max_bytes and file_backups must be >= 0")
     if s.redact is not None and not callable(s.redact):
         raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
+    if resolved_exporter(s) == "otlp":
+        _check_tls_files(s)
     if not isinstance(s.instrument, bool):
         from llmtrace.instrumentation.registry import check_names
 

@@ -31,6 +31,8 @@ class Received:
     span_names: list[str] = field(default_factory=list)
     metric_names: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    headers_by_path: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """The request headers of every POST, by path (names in lower case)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -59,6 +61,9 @@ class OTLPReceiver:
                     body = gzip.decompress(body)
                 with received.lock:
                     received.paths.append(self.path)
+                    received.headers_by_path.setdefault(self.path, []).append(
+                        {name.lower(): value for name, value in self.headers.items()}
+                    )
                     if self.path.endswith("/v1/traces"):
                         request = ExportTraceServiceRequest.FromString(body)
                         received.span_names.extend(_names(request.resource_spans, "spans"))
