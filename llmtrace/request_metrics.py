@@ -727,43 +727,23 @@ class RequestMetricsProcessor(SpanProcessor):
         context = span._context if span.__class__ is ReadableSpan else span.context
         if context is None:
             return
-        pending = self._pending.get(context[0])
-        if pending is None:
+        trace_id = context[0]
+        if trace_id not in self._pending:
             return
         span_id = context[1]
+        lock = self._lock
         try:
-            if span_id not in pending.roots:
-                spans = pending.spans
-                if len(spans) >= self.max_spans:
-                    pending.dropped += 1
+            # All under the lock, so that a span ending while its root ends on another thread is
+            # either in that root's breakdown or (its request already broken down) ignored:
+            # never appended to a request that is gone.
+            lock.acquire()
+            try:
+                pending = self._pending.get(trace_id)
+                if pending is None:
                     return
-                if span.__class__ is ReadableSpan:
-                    held: Any = span._attributes
-                    if held.__class__ is BoundedAttributes:
-                        # What hold() does for most spans, here without a call for each: the
-                        # stage is declared and the analysis keeps every attribute (llmtrace's
-                        # spans), so the SDK's dict of the ended span, never written again, is
-                        # held as it is; nothing here writes to a declared-stage span's attributes.
-                        source = held._dict
-                        stage = source.get(_STAGE)
-                        if stage.__class__ is str and KEPT_ATTRIBUTES.issuperset(source):
-                            model = Span(
-                                "",
-                                None,
-                                span._name,
-                                span._kind._value_ + 1,  # OTLP's SpanKind, as in hold()
-                                span._start_time or 0,
-                                span._end_time or 0,
-                                source,
-                            )
-                            if stage == _MODEL_CALL:
-                                pending.declared.append(model)
-                            parent = span._parent  # a SpanContext: [1] is its span id
-                            spans.append((span_id, parent[1] if parent is not None else 0, model))
-                            return
-                spans.append(hold(span, span_id, pending.inferred, pending.declared))
-                return
-            with self._lock:
+                if span_id not in pending.roots:
+                    self._hold_child(span, span_id, pending)
+                    return
                 pending.roots.discard(span_id)
                 # copies: a span of the trace may still end on another thread
                 spans = list(pending.spans)
@@ -777,13 +757,47 @@ class RequestMetricsProcessor(SpanProcessor):
                     pending.spans.append(hold(span, span_id, pending.inferred, pending.declared))
                     pending.linked = True
                 else:
-                    self._pending.pop(context[0], None)
+                    del self._pending[trace_id]
+            finally:
+                lock.release()
             if dropped:
                 self.spans_dropped += dropped
                 self._spans_dropped.add(dropped)
             self._record(figures(span, spans, inferred, relink, declared))
         except Exception:
             log_once(logger, "request breakdown failed")
+
+    def _hold_child(self, span: ReadableSpan, span_id: int, pending: _Pending) -> None:
+        """Add an ended span that is not a local root to its request (called under the lock)."""
+        spans = pending.spans
+        if len(spans) >= self.max_spans:
+            pending.dropped += 1
+            return
+        if span.__class__ is ReadableSpan:
+            held: Any = span._attributes
+            if held.__class__ is BoundedAttributes:
+                # What hold() does for most spans, here without a call for each: the stage is
+                # declared and the analysis keeps every attribute (llmtrace's spans), so the
+                # SDK's dict of the ended span, never written again, is held as it is; nothing
+                # here writes to a declared-stage span's attributes.
+                source = held._dict
+                stage = source.get(_STAGE)
+                if stage.__class__ is str and KEPT_ATTRIBUTES.issuperset(source):
+                    model = Span(
+                        "",
+                        None,
+                        span._name,
+                        span._kind._value_ + 1,  # OTLP's SpanKind, as in hold()
+                        span._start_time or 0,
+                        span._end_time or 0,
+                        source,
+                    )
+                    if stage == _MODEL_CALL:
+                        pending.declared.append(model)
+                    parent = span._parent  # a SpanContext: [1] is its span id
+                    spans.append((span_id, parent[1] if parent is not None else 0, model))
+                    return
+        spans.append(hold(span, span_id, pending.inferred, pending.declared))
 
     def _record(self, request: RequestFigures) -> None:
         key = (request.name, request.model, request.error_type)

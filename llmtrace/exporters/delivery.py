@@ -11,13 +11,15 @@ long at exit for a collector that does not answer. llmtrace's span processor is 
 - once the exit deadline has passed, the exporter is *closed*: an export still asked for then
   returns failure at once, counted, instead of waiting for a collector that is not there.
 
-The counters are plain integers updated under the GIL from the exporting thread and the
-application's threads; they are for reporting, not for synchronisation.
+The counters are updated under a lock: spans end on the application's threads at once, and a
+``+= 1`` is a read and a write another thread can come between (a lost count is a span said
+delivered that was dropped). The lock is taken once per span ended and once per export.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,13 +83,16 @@ class CountingExporter(SpanExporter):
         self.failed = 0
         self.refused = 0
         self.closed = False
+        self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         count = len(spans)
         if self.closed:
-            self.refused += count
+            with self._lock:
+                self.refused += count
             return SpanExportResult.FAILURE
-        self.handed += count
+        with self._lock:
+            self.handed += count
         try:
             result = self.inner.export(spans)
         except Exception:
@@ -95,12 +100,14 @@ class CountingExporter(SpanExporter):
             logger.warning(
                 "llmtrace: the span exporter raised; %d spans lost", count, exc_info=True
             )
-            self.failed += count
+            with self._lock:
+                self.failed += count
             return SpanExportResult.FAILURE
-        if result == SpanExportResult.SUCCESS:
-            self.delivered += count
-        else:
-            self.failed += count
+        with self._lock:
+            if result == SpanExportResult.SUCCESS:
+                self.delivered += count
+            else:
+                self.failed += count
         return result
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -124,6 +131,7 @@ class CountingProcessor(SpanProcessor):
         self.inner = inner
         self.exporter = exporter
         self.taken = 0
+        self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self.inner.on_start(span, parent_context=parent_context)
@@ -131,7 +139,10 @@ class CountingProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
         if context is not None and context.trace_flags.sampled:
+            lock = self._lock
+            lock.acquire()
             self.taken += 1
+            lock.release()
         self.inner.on_end(span)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -291,8 +291,13 @@ def start_planned_call(
         return None
 
 
-# Sampler -> whether it decides without looking at attributes (the last one asked).
-_last_sampler: list[Any] = [None, False]
+# (sampler, whether it decides without looking at attributes, generation) for the last one asked:
+# one tuple replaced whole, so a reader on another thread never pairs a sampler with another's
+# answer. The generation moves at every switch of llmtrace's own sampler (forget_sampler): an
+# answer worked out from the sampler in force before a switch that happened meanwhile is never
+# taken for the new one's.
+_last_sampler: tuple[Any, bool, int] = (None, False, 0)
+_sampler_generation = 0
 _PARENT_BASED_DELEGATES = (
     "_root",
     "_remote_parent_sampled",
@@ -305,7 +310,9 @@ _PARENT_BASED_DELEGATES = (
 def forget_sampler() -> None:
     """The sampler last asked about decides otherwise now (llmtrace's switchable sampler was
     given another): ask again."""
-    _last_sampler[0] = None
+    global _last_sampler, _sampler_generation
+    _sampler_generation += 1
+    _last_sampler = (None, False, _sampler_generation)
 
 
 def _attribute_blind(tracer: Any) -> bool:
@@ -319,9 +326,11 @@ def _attribute_blind(tracer: Any) -> bool:
         sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)
     if sampler is None:
         return False
+    global _last_sampler
     last = _last_sampler
-    if last[0] is sampler:
-        return last[1]  # type: ignore[no-any-return]
+    generation = _sampler_generation
+    if last[0] is sampler and last[2] == generation:
+        return last[1]
     try:
         from opentelemetry.sdk.trace import sampling
 
@@ -347,7 +356,7 @@ def _attribute_blind(tracer: Any) -> bool:
         )
     except Exception:
         answer = False
-    last[0], last[1] = sampler, answer
+    _last_sampler = (sampler, answer, generation)
     return answer
 
 
