@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from llmtrace._safety import internal_failures
     from llmtrace.config import delivery_stats, force_flush, init, shutdown
     from llmtrace.decorators import (
         SpanDecorator,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 # Where each lazily imported public name is defined.
 _LAZY_NAMES: dict[str, str] = {
     "delivery_stats": "llmtrace.config",
+    "internal_failures": "llmtrace._safety",
     "force_flush": "llmtrace.config",
     "init": "llmtrace.config",
     "shutdown": "llmtrace.config",
@@ -71,14 +73,26 @@ _LAZY_NAMES: dict[str, str] = {
 }
 
 
-def instrument(names: Iterable[str] | None = None) -> list[str]:
+def instrument(
+    names: Iterable[str] | None = None,
+    *,
+    tracer_provider: object | None = None,
+    meter_provider: object | None = None,
+) -> list[str]:
     """Auto-instrument the installed libraries (or just ``names``); returns what was instrumented.
 
-    An unknown name raises :class:`ConfigError` naming the accepted ones.
+    ``tracer_provider`` / ``meter_provider``: where the instrumentations' spans and GenAI metrics
+    go, as with any OpenTelemetry instrumentor (default: the global providers; decorators always
+    use the global tracer provider). An unknown name raises :class:`ConfigError` naming the
+    accepted ones.
     """
     from llmtrace.instrumentation.registry import instrument as _instrument
 
-    return _instrument(None if names is None else list(names))
+    return _instrument(
+        None if names is None else list(names),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
 
 
 def uninstrument(names: Iterable[str] | None = None) -> None:
@@ -122,6 +136,7 @@ __all__ = [
     "force_flush",
     "init",
     "instrument",
+    "internal_failures",
     "llm",
     "mark_first_token",
     "record_usage",

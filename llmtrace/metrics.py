@@ -50,9 +50,26 @@ _METRIC_ATTRIBUTES = (
 )
 
 
+# The meter provider given to instrument() (the OpenTelemetry instrumentor contract); None: the
+# global one.
+_given_meter_provider: Any = None
+
+
+def use_meter_provider(provider: Any) -> None:
+    """Record the GenAI client metrics through ``provider`` (None: the global meter provider)."""
+    global _given_meter_provider, _instruments
+    _given_meter_provider = provider
+    _instruments = None
+
+
 class _Instruments:
     def __init__(self) -> None:
-        meter = metrics.get_meter(semconv.SCOPE_NAME)
+        given = _given_meter_provider
+        meter = (
+            given.get_meter(semconv.SCOPE_NAME)
+            if given is not None
+            else metrics.get_meter(semconv.SCOPE_NAME)
+        )
 
         def histogram(name: str, unit: str, description: str, buckets: Any) -> Any:
             return meter.create_histogram(
@@ -107,6 +124,8 @@ def meter_provider_set() -> bool:
     """False until an application (or init()) sets a MeterProvider: recording would go to the
     API's no-op proxy, so model calls skip the work of building the points at all."""
     global _provider_named_in_environment
+    if _given_meter_provider is not None:
+        return True
     # Asked on every model call. The API's getter tests the environment each time it finds no
     # provider (a raised and caught KeyError): look at the global it keeps first, and read the
     # environment once, as the API itself does when it loads a provider named there.

@@ -291,13 +291,32 @@ class Patches:
         return len(self._originals)
 
 
-@functools.cache
+_tracer: Tracer | None = None
+
+
 def get_tracer() -> Tracer:
-    # Once per process: the global provider can be set only once, and a tracer taken before it
-    # is set is a proxy that follows it.
+    """The tracer of every instrumentation: from the ``tracer_provider`` given to
+    ``instrument()`` (the OpenTelemetry instrumentor contract), else from the global provider.
+
+    Taken once: the global provider can be set only once, and a tracer taken before it is set is
+    a proxy that follows it."""
+    tracer = _tracer
+    if tracer is None:
+        tracer = use_tracer_provider(None)
+    return tracer
+
+
+def use_tracer_provider(provider: Any) -> Tracer:
+    """Make the instrumentations' spans go to ``provider`` (None: the global provider)."""
+    global _tracer
     from llmtrace import __version__
 
-    return trace.get_tracer(semconv.SCOPE_NAME, __version__)
+    if provider is None:
+        tracer = trace.get_tracer(semconv.SCOPE_NAME, __version__)
+    else:
+        tracer = provider.get_tracer(semconv.SCOPE_NAME, __version__)
+    _tracer = tracer
+    return tracer
 
 
 class ModelCall:

@@ -15,6 +15,22 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from llmtrace.instrumentation._base import Patches
 
+
+def use_providers(tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """The providers ``instrument(tracer_provider=..., meter_provider=...)`` names, as every
+    OpenTelemetry instrumentor takes them: llmtrace's instrumentations (all of them, since they
+    share one tracer) then record there instead of on the global providers. Not given: nothing
+    changes."""
+    if tracer_provider is not None:
+        from llmtrace.instrumentation._base import use_tracer_provider
+
+        use_tracer_provider(tracer_provider)
+    if meter_provider is not None:
+        from llmtrace.metrics import use_meter_provider
+
+        use_meter_provider(meter_provider)
+
+
 # One row of an instrumentation's table: (module, attribute path in it, wrapt-style wrapper).
 PatchRow = tuple[str, str, Callable[..., Any]]
 
@@ -47,6 +63,7 @@ class LibraryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         raise NotImplementedError
 
     def _instrument(self, **kwargs: Any) -> None:
+        use_providers(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         for module_name, path, wrapper in self.patches():
             self._patches.wrap(module_name, path, wrapper)
 

@@ -100,8 +100,11 @@ def _load(name: str) -> Any | None:
         return None
 
 
-def instrument(names: list[str] | None = None) -> list[str]:
-    """Instrument the named libraries now; returns those instrumented.
+def instrument(
+    names: list[str] | None = None, *, tracer_provider: Any = None, meter_provider: Any = None
+) -> list[str]:
+    """Instrument the named libraries now; returns those instrumented. ``tracer_provider`` and
+    ``meter_provider``: where their spans and metrics go (default: the global providers).
 
     Without names (``init()``'s default, and ``opentelemetry-instrument``): every known library
     that is installed, but a library the application has not imported yet is instrumented when
@@ -109,6 +112,9 @@ def instrument(names: list[str] | None = None) -> list[str]:
     up front would cost seconds of start-up (chromadb alone) and memory for libraries the
     application never uses.
     """
+    from llmtrace.instrumentation._instrumentor import use_providers
+
+    use_providers(tracer_provider, meter_provider)
     deferring = names is None
     wanted = available_names() if names is None else check_names(names)
     with _lock:
@@ -228,7 +234,11 @@ class LLMTraceInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # Under opentelemetry-instrument the distro set the provider: request context goes on it
         # (from the first context entered).
         install_when_used()
-        instrument(None)
+        instrument(
+            None,
+            tracer_provider=kwargs.get("tracer_provider"),
+            meter_provider=kwargs.get("meter_provider"),
+        )
 
     def _uninstrument(self, **kwargs: Any) -> None:
         uninstrument()
