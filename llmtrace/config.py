@@ -136,6 +136,30 @@ def _read(path: str | None) -> bytes | None:
         return file.read()
 
 
+def _session_verifying_with(certificate: str) -> Any:
+    """A ``requests`` session that verifies with ``certificate`` whatever the environment says.
+
+    requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` replace a session's own ``verify``
+    (not a request's); the OTLP/HTTP exporter sets the session's (1.45; 1.30 set the request's), so on a machine
+    with either variable set (common behind corporate proxies) ``OTEL_EXPORTER_OTLP_CERTIFICATE``
+    was silently ignored and every export failed verification. Only ``verify`` is kept; proxies
+    and everything else still come from the environment."""
+    import requests
+
+    class _Session(requests.Session):
+        def merge_environment_settings(
+            self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+        ) -> Any:
+            merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None or verify is True:
+                merged["verify"] = self.verify
+            return merged
+
+    session = _Session()
+    session.verify = certificate
+    return session
+
+
 def _otlp_exporter(s: Settings, signal: str = "traces") -> Any:  # a span or metric exporter
     """The OTLP exporter of ``signal`` (``"traces"`` or ``"metrics"``): endpoint, headers and
     transport security of that signal (``options.transport``: TLS unless the endpoint or
@@ -180,6 +204,7 @@ def _otlp_exporter(s: Settings, signal: str = "traces") -> Any:  # a span or met
     return HttpExporter(
         endpoint=endpoint,
         headers=headers,
+        session=_session_verifying_with(security.certificate) if security.certificate else None,
         certificate_file=security.certificate,
         client_key_file=security.client_key,
         client_certificate_file=security.client_certificate,
