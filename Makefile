@@ -1,5 +1,5 @@
 # Every target is a command from the README.
-.PHONY: demo test test-min-deps setup backends lint format benchmarks soak clean
+.PHONY: demo test test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
 
 demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
 	bash scripts/setup.sh
@@ -10,6 +10,15 @@ test:        ## the whole test suite (installs everything it needs first)
 
 test-min-deps: ## the lowest dependency versions pyproject.toml declares, in their own virtualenv
 	bash scripts/test_min_deps.sh
+
+test-newest: ## core, instrumentation and analysis tests on the newest releases, when newer than the lock
+	LLMTRACE_NEWEST=always bash scripts/test_newest.sh
+
+lock:        ## write requirements/dev.lock again after a change to pyproject.toml's requirements
+	bash scripts/lock.sh
+
+lock-upgrade: ## requirements/dev.lock at the newest releases (then make test, and commit the lock)
+	bash scripts/lock.sh --upgrade
 
 setup:       ## only create .venv and install llmtrace with every extra
 	bash scripts/setup.sh

@@ -17,6 +17,7 @@
 #   times slower.
 # - llama-cpp-python is built from source once (about 5 minutes on 2 cores) into a wheel cache
 #   outside the repository ($LLMTRACE_CACHE/wheels), keyed by version and CPU model.
+# - The versions come from requirements/dev.lock, used as constraints (scripts/lock.sh).
 # - uv (installed into .venv by pip, pinned) installs llmtrace and its dependencies: it keeps every
 #   wheel it downloads in its own cache (~/.cache/uv, UV_CACHE_DIR), which pip cannot do here: the
 #   package index's responses carry no caching headers, so pip fetched all of them (about 230
@@ -37,8 +38,8 @@ UV_VERSION=0.13.9
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 stamp_input() {
-  cat pyproject.toml MANIFEST.in scripts/setup.sh native/Cargo.toml native/Cargo.lock native/src/*.rs \
-    llmtrace/_native.pyi
+  cat pyproject.toml requirements/dev.lock MANIFEST.in scripts/setup.sh native/Cargo.toml \
+    native/Cargo.lock native/src/*.rs llmtrace/_native.pyi
   command -v cargo >/dev/null 2>&1 && cargo --version
   "$PY" --version 2>&1
   grep -m1 'model name' /proc/cpuinfo || true
@@ -107,8 +108,11 @@ else
 fi
 log "  every integration and framework, the demo and the development dependencies (uv $UV_VERSION)"
 "${PIP[@]}" install -q "uv==$UV_VERSION"
+# requirements/dev.lock pins every package (scripts/lock.sh writes it): a fresh clone tests the
+# versions of the last green run, and a new upstream release reaches .venv only when the lock is
+# refreshed (scripts/test_newest.sh tests the newest releases beside it).
 "$VENV/bin/uv" pip install --compile-bytecode --python "$VENV/bin/python" -c "$CONSTRAINTS" \
-  --find-links "$LLAMA_WHEEL_DIR" -e ".[all,demo,dev]"
+  -c requirements/dev.lock --find-links "$LLAMA_WHEEL_DIR" -e ".[all,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
 llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then

@@ -7,7 +7,10 @@
 #   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
 #   4. Debian's Chromium for the HTML report check, when missing
-#   5. ruff, mypy --strict on the package, pytest (extra arguments go to pytest)
+#   5. the lock checked against pyproject.toml; ruff, mypy --strict on the package, pytest (extra
+#      arguments go to pytest)
+#   6. the core, instrumentation and analysis tests on the newest releases of the packages llmtrace
+#      reaches into, when any is newer than the lock (scripts/test_newest.sh)
 # pytest runs in LLMTRACE_TEST_WORKERS processes (pytest-xdist; default: one per CPU, at most 4;
 # 0 runs it in this process), a test file to a process: most tests wait on simulated servers,
 # model delays and backends, so two processes on two cores halve the run. Each process starts
@@ -30,6 +33,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     || { log "could not install chromium (apt-get); the HTML report test needs it"; exit 1; }
 fi
 
+log "the lock matches pyproject.toml (scripts/lock.sh --check)"
+bash scripts/lock.sh --check
+
 log "ruff"
 .venv/bin/ruff check llmtrace tests benchmarks examples
 .venv/bin/ruff format --check llmtrace tests benchmarks examples
@@ -44,3 +50,5 @@ fi
 workers=${LLMTRACE_TEST_WORKERS:-$(n=$(nproc); echo $((n < 4 ? n : 4)))}
 log "pytest ($workers processes)"
 .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+log "the newest releases of OpenTelemetry, httpx and the provider SDKs (scripts/test_newest.sh)"
+bash scripts/test_newest.sh -q
