@@ -53,16 +53,15 @@ def log_once(logger: logging.Logger, what: str) -> None:
         if now - kind.logged_at < LOG_INTERVAL_SECONDS:
             kind.unlogged += 1
             return
-        first = kind.logged_at == float("-inf")
-        since, kind.unlogged, kind.logged_at = kind.unlogged, 0, now
-    if first:
+        count, since, kind.unlogged, kind.logged_at = kind.count, kind.unlogged, 0, now
+    if count == 1:  # the first occurrence is always logged, with its traceback alone
         logger.warning("llmtrace: %s (the application is not affected)", what, exc_info=True)
     else:
         logger.warning(
             "llmtrace: %s again, %d times in all, %d since it was last logged (the application "
             "is not affected)",
             what,
-            kind.count,
+            count,
             since + 1,
             exc_info=True,
         )

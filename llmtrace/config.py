@@ -140,10 +140,11 @@ def _session_verifying_with(certificate: str) -> Any:
     """A ``requests`` session that verifies with ``certificate`` whatever the environment says.
 
     requests lets ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` replace a session's own ``verify``
-    (not a request's); the OTLP/HTTP exporter sets the session's (1.45; 1.30 set the request's), so on a machine
-    with either variable set (common behind corporate proxies) ``OTEL_EXPORTER_OTLP_CERTIFICATE``
-    was silently ignored and every export failed verification. Only ``verify`` is kept; proxies
-    and everything else still come from the environment."""
+    (not a request's). The OTLP/HTTP exporter sets the session's (SDK 1.45; 1.30 set the
+    request's), so on a machine with either variable set (common behind corporate proxies)
+    ``OTEL_EXPORTER_OTLP_CERTIFICATE`` was silently ignored and every export failed
+    verification. Only ``verify`` is kept; proxies and everything else still come from the
+    environment."""
     import requests
 
     class _Session(requests.Session):
@@ -693,8 +694,10 @@ def _stop(
     for attached in [*processors, *extra]:
         _detach_processor(attached)
     for index, processor in enumerate(processors):
-        where = _destination(s) if index == 0 else type(processor.exporter.inner).__name__
-        _report_undelivered(processor.stats(), where, s, timed_out)
+        own = index == 0  # llmtrace's own exporter comes first; init(exporters=...) follow
+        where = _destination(s) if own else type(processor.exporter.inner).__name__
+        over_tls = own and resolved_exporter(s) == "otlp" and transport(s, "traces").secure
+        _report_undelivered(processor.stats(), where, s, timed_out, over_tls)
 
 
 def _destination(s: Settings) -> str:
@@ -720,7 +723,9 @@ def _destination(s: Settings) -> str:
     return kind
 
 
-def _report_undelivered(stats: DeliveryStats, where: str, s: Settings, timed_out: bool) -> None:
+def _report_undelivered(
+    stats: DeliveryStats, where: str, s: Settings, timed_out: bool, over_tls: bool = False
+) -> None:
     if stats.undelivered == 0:
         return
     parts = []
@@ -739,7 +744,7 @@ def _report_undelivered(stats: DeliveryStats, where: str, s: Settings, timed_out
         if timed_out
         else ""
     )
-    if stats.delivered == 0 and " over TLS" in where:
+    if stats.delivered == 0 and over_tls:
         # Nothing at all got through a TLS connection: the usual causes, said once here rather
         # than left to the transport's own log lines.
         hint += (

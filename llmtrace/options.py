@@ -93,10 +93,10 @@ class Settings:
     metrics_headers: Mapping[str, str] = field(default_factory=dict)
     """Headers of the metrics exporter (``OTEL_EXPORTER_OTLP_METRICS_HEADERS``, else
     ``OTEL_EXPORTER_OTLP_HEADERS``)."""
-    traces_tls: TlsFiles = field(default_factory=lambda: TlsFiles())
+    traces_tls: TlsFiles = field(default_factory=TlsFiles)
     """TLS of the span exporter: ``OTEL_EXPORTER_OTLP_TRACES_{INSECURE,CERTIFICATE,CLIENT_KEY,
     CLIENT_CERTIFICATE}``, each falling back to the variable without ``TRACES_``."""
-    metrics_tls: TlsFiles = field(default_factory=lambda: TlsFiles())
+    metrics_tls: TlsFiles = field(default_factory=TlsFiles)
     """The same for the metrics exporter (``OTEL_EXPORTER_OTLP_METRICS_*``)."""
     file_path: str = DEFAULT_FILE_PATH
     file_max_bytes: int = DEFAULT_FILE_MAX_BYTES

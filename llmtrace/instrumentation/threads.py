@@ -63,7 +63,8 @@ class _WhileOpen(NonRecordingSpan):
         self._span = span
 
     def _open(self) -> bool:
-        return getattr(self._span, "end_time", None) is None
+        # only spans whose end can be seen are bound (see _for_thread)
+        return self._span.end_time is None  # type: ignore[attr-defined]
 
     def get_span_context(self) -> SpanContext:
         return self._span.get_span_context() if self._open() else INVALID_SPAN_CONTEXT
