@@ -66,10 +66,12 @@ from opentelemetry.sdk.trace.sampling import (
 
 from llmtrace.exporters.delivery import CountingExporter, CountingProcessor, DeliveryStats
 from llmtrace.options import (
+    RequestMetricsOptions,
     Settings,
     drops_everything,
     from_environment,
     metrics_endpoint,
+    options_from,
     resolved_exporter,
     settings,
     traces_endpoint,
@@ -78,12 +80,7 @@ from llmtrace.options import (
 )
 from llmtrace.options import activate as _activate
 from llmtrace.request_context import install_when_used as install_request_context
-from llmtrace.request_metrics import (
-    RecordUnsampled,
-    RequestMetricsOptions,
-    RequestMetricsProcessor,
-    options_from,
-)
+from llmtrace.request_metrics import RecordUnsampled, RequestMetricsProcessor
 
 if TYPE_CHECKING:
     from llmtrace.request_histograms import RequestHistograms

@@ -435,3 +435,94 @@ def metrics_endpoint(s: Settings) -> str | None:
     if s.metrics_protocol == "grpc":
         return s.metrics_endpoint or s.endpoint
     return s.metrics_endpoint or _signal_url(s.endpoint, "/v1/metrics")
+
+
+# --- request metrics (llmtrace.request_metrics) -----------------------------------------------
+# init(request_metrics=, request_metrics_unsampled=) and these environment variables; the
+# limits and the histogram kind are environment variables only.
+ENV_ENABLED = "LLMTRACE_REQUEST_METRICS"
+ENV_UNSAMPLED = "LLMTRACE_REQUEST_METRICS_UNSAMPLED"
+ENV_MAX_TRACES = "LLMTRACE_REQUEST_METRICS_MAX_TRACES"
+ENV_MAX_SPANS = "LLMTRACE_REQUEST_METRICS_MAX_SPANS"
+ENV_ROOT_TIMEOUT = "LLMTRACE_REQUEST_METRICS_ROOT_TIMEOUT"
+ENV_HISTOGRAM = "LLMTRACE_REQUEST_METRICS_HISTOGRAM"
+HISTOGRAMS = ("explicit", "exponential")
+
+DEFAULT_MAX_TRACES = 10_000
+DEFAULT_MAX_SPANS = 1_000
+DEFAULT_ROOT_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetricsOptions:
+    """What ``init()`` was asked for; ``enabled=None`` means: when a metrics pipeline exists."""
+
+    enabled: bool | None = None
+    unsampled: bool = False
+    max_traces: int = DEFAULT_MAX_TRACES
+    max_spans: int = DEFAULT_MAX_SPANS
+    root_timeout: float = DEFAULT_ROOT_TIMEOUT
+    histogram: str = "explicit"
+
+
+def _env_flag(name: str, environ: Mapping[str, str]) -> bool | None:
+    raw = environ.get(name)
+    if raw is None or raw.strip().lower() in ("", "auto"):
+        return None
+    return _parse_bool(name, raw)
+
+
+def _env_number(name: str, environ: Mapping[str, str], default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = _parse_float(name, raw)
+    if not value > 0:
+        raise ConfigError(f"{name}={raw!r} must be greater than 0")
+    return value
+
+
+def options_from(
+    enabled: bool | None = None,
+    *,
+    unsampled: bool | None = None,
+    max_traces: int | None = None,
+    max_spans: int | None = None,
+    root_timeout: float | None = None,
+    histogram: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RequestMetricsOptions:
+    """Arguments over environment variables over defaults, validated."""
+    env = os.environ if environ is None else environ
+    if enabled is None:
+        enabled = _env_flag(ENV_ENABLED, env)
+    if unsampled is None:
+        unsampled = bool(_env_flag(ENV_UNSAMPLED, env))
+    kind = (histogram or env.get(ENV_HISTOGRAM) or "explicit").strip().lower()
+    if kind not in HISTOGRAMS:
+        raise ConfigError(
+            f"request metrics histogram {kind!r} is unknown; accepted: {', '.join(HISTOGRAMS)}"
+        )
+    options = RequestMetricsOptions(
+        enabled=enabled,
+        unsampled=unsampled,
+        max_traces=int(
+            max_traces
+            if max_traces is not None
+            else _env_number(ENV_MAX_TRACES, env, DEFAULT_MAX_TRACES)
+        ),
+        max_spans=int(
+            max_spans
+            if max_spans is not None
+            else _env_number(ENV_MAX_SPANS, env, DEFAULT_MAX_SPANS)
+        ),
+        root_timeout=float(
+            root_timeout
+            if root_timeout is not None
+            else _env_number(ENV_ROOT_TIMEOUT, env, DEFAULT_ROOT_TIMEOUT)
+        ),
+        histogram=kind,
+    )
+    if options.max_traces < 1 or options.max_spans < 1 or not options.root_timeout > 0:
+        raise ConfigError("request metrics limits must be greater than 0")
+    return options

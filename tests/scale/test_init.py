@@ -13,12 +13,8 @@ from opentelemetry.sdk.trace.sampling import Decision, ParentBased, TraceIdRatio
 import llmtrace
 from llmtrace import config
 from llmtrace.errors import ConfigError
-from llmtrace.request_metrics import (
-    REQUEST_DURATION,
-    STAGE_DURATION,
-    RecordUnsampled,
-    options_from,
-)
+from llmtrace.options import options_from
+from llmtrace.request_metrics import REQUEST_DURATION, STAGE_DURATION, RecordUnsampled
 from tests.core.test_config import run_script
 
 
