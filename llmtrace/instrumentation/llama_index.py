@@ -9,6 +9,9 @@ handler and an event handler are added to the root dispatcher by ``instrument()`
 RankGPT) is the one call LlamaIndex 0.14 sends no notice for; it is given a span id in LlamaIndex's
 own context variable, as the dispatcher would.
 
+Which kinds are kept, their names and attributes, and what a model response says are in
+:mod:`llmtrace.instrumentation.llama_index_spans`; this module turns the notices into spans.
+
 Which of LlamaIndex's spans are kept (every other one, such as ``_query``, ``_retrieve``,
 ``predict``, ``get_response``, text splitters and prompt programs, is internal plumbing: it makes
 no span, and its children are parented to its nearest kept ancestor). Each kept span is the one
@@ -77,7 +80,6 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -92,9 +94,21 @@ from llmtrace.instrumentation._base import (
     watch_provider_calls,
 )
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.instrumentation._sdk import field_of, fields_of
-from llmtrace.instrumentation.openai import streamed_response_attributes
-from llmtrace.instrumentation.provider import configured_provider_name, provider_name
+from llmtrace.instrumentation.llama_index_spans import (
+    EMBEDDING,
+    ENGINE,
+    MODEL,
+    ONE_PER_OBJECT,
+    RERANK,
+    RETRIEVAL,
+    STEP,
+    SYNTHESIZER,
+    WORKFLOW,
+    ResponseParser,
+    describe,
+    method_of,
+    span_kinds,
+)
 from llmtrace.span_errors import record_error
 from llmtrace.streaming import STATUS_OK, StreamRecorder
 
@@ -106,78 +120,6 @@ _MAX_SPANS = 10_000
 
 # A span that is not traced (unsampled, suppressed): its children are not traced either.
 _SKIPPED = object()
-
-# What a kept span is.
-_ENGINE = "engine"
-_WORKFLOW = "workflow"
-_STEP = "step"
-_RETRIEVAL = "retrieval"
-_RERANK = "rerank"
-_SYNTHESIZER = "synthesizer"
-_MODEL = "model"
-_EMBEDDING = "embedding"
-_TOOL = "tool"
-
-_CHAT_METHODS = frozenset({"chat", "achat", "stream_chat", "astream_chat"})
-_COMPLETE_METHODS = frozenset({"complete", "acomplete", "stream_complete", "astream_complete"})
-# Kinds whose nested calls on the same object are the same operation (``complete`` sending
-# ``chat``, a tool's ``__call__`` calling ``call``, a batch embedding its texts).
-_ONE_PER_OBJECT = frozenset({_MODEL, _EMBEDDING, _TOOL, _RERANK, _RETRIEVAL})
-
-
-def _kinds() -> list[tuple[type, frozenset[str], str]]:
-    """(base class, the methods kept, kind), in the order they are tried."""
-    from llama_index.core.base.base_query_engine import BaseQueryEngine
-    from llama_index.core.base.base_retriever import BaseRetriever
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.base.llms.base import BaseLLM
-    from llama_index.core.chat_engine.types import BaseChatEngine
-    from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    from llama_index.core.response_synthesizers.base import BaseSynthesizer
-    from llama_index.core.tools.types import BaseTool
-    from llama_index.core.workflow import Workflow
-
-    return [
-        (BaseLLM, _CHAT_METHODS | _COMPLETE_METHODS, _MODEL),
-        (
-            BaseEmbedding,
-            frozenset(
-                {
-                    "get_query_embedding",
-                    "aget_query_embedding",
-                    "get_text_embedding",
-                    "aget_text_embedding",
-                    "get_text_embedding_batch",
-                    "aget_text_embedding_batch",
-                    "get_agg_embedding_from_queries",
-                    "aget_agg_embedding_from_queries",
-                }
-            ),
-            _EMBEDDING,
-        ),
-        (BaseRetriever, frozenset({"retrieve", "aretrieve"}), _RETRIEVAL),
-        (
-            BaseNodePostprocessor,
-            frozenset({"_postprocess_nodes", "_apostprocess_nodes"}),
-            _RERANK,
-        ),
-        (BaseSynthesizer, frozenset({"synthesize", "asynthesize"}), _SYNTHESIZER),
-        (BaseQueryEngine, frozenset({"query", "aquery"}), _ENGINE),
-        (BaseChatEngine, _CHAT_METHODS, _ENGINE),
-        (BaseTool, frozenset({"call", "acall", "__call__"}), _TOOL),
-        (Workflow, frozenset({"run"}), _WORKFLOW),
-    ]
-
-
-def _is_agent(workflow: Any) -> bool:
-    try:
-        from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
-
-        if isinstance(workflow, (AgentWorkflow, BaseWorkflowAgent)):
-            return True
-    except ImportError:
-        pass
-    return "agent" in type(workflow).__name__.lower()
 
 
 class _Entry:
@@ -210,61 +152,6 @@ class _Link:
 
     def __init__(self, entry: _Entry | None) -> None:
         self.entry = entry
-
-
-class _ResponseParser:
-    """What LlamaIndex's ``ChatResponse``/``CompletionResponse`` objects say about one model call:
-    content for TTFT, and the provider's own response (``raw``: an OpenAI- or LiteLLM-shaped
-    response or chunk, or an Anthropic message) for id, model, finish reasons and usage."""
-
-    __slots__ = ("id", "model", "reasons", "usage")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
-        self.reasons: dict[int, str] = {}
-        self.usage: Any = None
-
-    def has_content(self, response: Any) -> bool:
-        if getattr(response, "delta", None):
-            return True
-        message = getattr(response, "message", None)
-        extra = getattr(message, "additional_kwargs", None) or {}
-        return bool(extra.get("tool_calls"))
-
-    def observe(self, response: Any) -> None:
-        raw = getattr(response, "raw", None)
-        if raw is None:
-            return
-        get = fields_of(raw).get
-        response_id = get("id")
-        if self.id is None and isinstance(response_id, str) and response_id:
-            self.id = response_id
-        model = get("model")
-        if isinstance(model, str) and model:
-            self.model = model
-        usage = get("usage")
-        if usage is not None:
-            self.usage = usage
-        for position, choice in enumerate(get("choices") or ()):
-            reason = field_of(choice, "finish_reason")
-            if reason:
-                index = field_of(choice, "index")
-                self.reasons[index if isinstance(index, int) else position] = str(reason)
-        stop_reason = get("stop_reason")  # an Anthropic message
-        if isinstance(stop_reason, str) and stop_reason:
-            self.reasons[0] = stop_reason
-
-    def finish(self, span: Span) -> None:
-        span.set_attributes(
-            streamed_response_attributes(self.id, self.model, self.reasons, self.usage)
-        )
-
-    def output_tokens(self) -> int | None:
-        value = field_of(self.usage, "completion_tokens")
-        if value is None:
-            value = field_of(self.usage, "output_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # A marker set from a kept span's enter notice to its exit: when the exit arrives in another
@@ -317,15 +204,6 @@ class _Waiters:
         self.done = False
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _method_of(span_id: str) -> str:
-    """The method of a dispatcher span id (``{class}.{method}-{uuid}``)."""
-    return span_id.split("-", 1)[0].rsplit(".", 1)[-1]
-
-
 class LlamaIndexTracer:
     """Turns the dispatcher's notices into spans. Never raises into LlamaIndex (rule 1)."""
 
@@ -335,7 +213,7 @@ class LlamaIndexTracer:
             StreamingResponse,
         )
 
-        self._kinds = _kinds()
+        self._kinds = span_kinds()
         # The streamed responses of query engines and synthesizers (dataclasses: the generator
         # field can be replaced).
         self._streamed_responses = (StreamingResponse, AsyncStreamingResponse)
@@ -354,11 +232,11 @@ class LlamaIndexTracer:
     def _kind(self, instance: Any, method: str, parent: Any) -> str | None:
         if instance is None:
             # A workflow's step is a function, called with the workflow's run as its parent.
-            return _STEP if isinstance(parent, _Entry) and parent.kind == _WORKFLOW else None
+            return STEP if isinstance(parent, _Entry) and parent.kind == WORKFLOW else None
         for base, methods, kind in self._kinds:
             if method in methods and isinstance(instance, base):
                 if (
-                    kind in _ONE_PER_OBJECT
+                    kind in ONE_PER_OBJECT
                     and isinstance(parent, _Entry)
                     and parent.instance is instance
                 ):
@@ -374,7 +252,7 @@ class LlamaIndexTracer:
         if parent is _SKIPPED:
             self._spans[id_] = _SKIPPED
             return
-        kind = self._kind(instance, _method_of(id_), parent)
+        kind = self._kind(instance, method_of(id_), parent)
         if kind is None:
             self._spans[id_] = _Link(parent)
             return
@@ -388,22 +266,22 @@ class LlamaIndexTracer:
                 self._spans[id_] = _SKIPPED
                 return
             context = trace.set_span_in_context(parent.span)
-        name, attributes = _describe(kind, id_, instance, bound_args)
+        name, attributes = describe(kind, id_, instance, bound_args)
         started_at = time.monotonic()
         span = get_tracer().start_span(
             name,
             context=context,
-            kind=SpanKind.CLIENT if kind == _MODEL else SpanKind.INTERNAL,
+            kind=SpanKind.CLIENT if kind == MODEL else SpanKind.INTERNAL,
             attributes=attributes,
         )
         entry = _Entry(kind, span, instance)
-        if kind == _MODEL:
+        if kind == MODEL:
             entry.recorder = StreamRecorder(
-                span, started_at=started_at, parser=_ResponseParser(), streaming=False
+                span, started_at=started_at, parser=ResponseParser(), streaming=False
             )
             watch_provider_calls(span)
         self._spans[id_] = entry
-        if kind != _WORKFLOW:  # its exit comes from a future's callback: never attached
+        if kind != WORKFLOW:  # its exit comes from a future's callback: never attached
             entry.context_tokens = (
                 _entered.set(id_),
                 otel_context.attach(trace.set_span_in_context(span)),
@@ -430,7 +308,7 @@ class LlamaIndexTracer:
         self._leave(state)
         kind = state.kind
         try:
-            if kind == _MODEL:
+            if kind == MODEL:
                 if inspect.isgenerator(result) or inspect.isasyncgen(result):
                     self._stream_started(id_, state, result)
                     return
@@ -438,7 +316,7 @@ class LlamaIndexTracer:
                 self._end_model(state, result, None)
                 return
             _record_result(state, result)
-            if kind in (_ENGINE, _SYNTHESIZER) and self._defer_to_stream(state, result):
+            if kind in (ENGINE, SYNTHESIZER) and self._defer_to_stream(state, result):
                 self._spans.pop(id_, None)
                 return
         except Exception:
@@ -451,7 +329,7 @@ class LlamaIndexTracer:
         if not isinstance(state, _Entry):
             return
         self._leave(state)
-        if state.kind == _MODEL:
+        if state.kind == MODEL:
             self._end_model(state, None, error)
         else:
             _end(state, error)
@@ -580,7 +458,7 @@ class LlamaIndexTracer:
         if not isinstance(span_id, str):
             return
         entry = self._spans.get(span_id)
-        if not isinstance(entry, _Entry) or entry.kind != _MODEL or not entry.streaming:
+        if not isinstance(entry, _Entry) or entry.kind != MODEL or not entry.streaming:
             return
         name = type(event).__name__
         recorder = entry.recorder
@@ -599,7 +477,7 @@ class LlamaIndexTracer:
         for id_ in list(self._spans):
             entry = self._spans.pop(id_, None)
             if isinstance(entry, _Entry):
-                if entry.kind == _MODEL:
+                if entry.kind == MODEL:
                     self._end_model(entry, None, None)
                 else:
                     _end(entry, None)
@@ -638,121 +516,12 @@ def _end_waiters(waiters: _Waiters, error: BaseException | None, how: str) -> No
             entry.span.end()
 
 
-def _describe(kind: str, id_: str, instance: Any, bound_args: Any) -> tuple[str, dict[str, Any]]:
-    """The span's name and start attributes."""
-    arguments = getattr(bound_args, "arguments", None) or {}
-    class_name = type(instance).__name__
-    if kind == _MODEL:
-        model = getattr(instance, "model", None) or getattr(instance, "model_name", None)
-        model = str(model or class_name)
-        method = _method_of(id_)
-        operation = semconv.OP_CHAT if method in _CHAT_METHODS else semconv.OP_TEXT_COMPLETION
-        attributes: dict[str, Any] = {
-            semconv.STAGE: semconv.LLM_STAGE,
-            semconv.GEN_AI_OPERATION_NAME: operation,
-            semconv.GEN_AI_REQUEST_MODEL: model,
-            semconv.GEN_AI_REQUEST_STREAM: "stream" in method,
-        }
-        attributes.update(_endpoint_attributes(instance, model))
-        for name, attribute in (
-            ("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
-            ("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-        ):
-            value = getattr(instance, name, None)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                attributes[attribute] = value
-        return f"{operation} {model}", attributes
-    if kind == _EMBEDDING:
-        model = str(getattr(instance, "model_name", None) or class_name)
-        attributes = {
-            semconv.STAGE: "embedding",
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EMBEDDINGS,
-            semconv.GEN_AI_REQUEST_MODEL: model,
-        }
-        texts = arguments.get("texts", arguments.get("queries"))
-        count = len(texts) if isinstance(texts, list) else 1
-        attributes[semconv.EMBEDDING_INPUT_COUNT] = count
-        return f"{semconv.OP_EMBEDDINGS} {model}", attributes
-    if kind == _RETRIEVAL:
-        store = getattr(instance, "_vector_store", None)
-        source = type(store).__name__ if store is not None else class_name
-        attributes = {
-            semconv.STAGE: "retrieval",
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_RETRIEVAL,
-            semconv.GEN_AI_DATA_SOURCE_ID: source,
-        }
-        top_k = getattr(instance, "_similarity_top_k", getattr(instance, "similarity_top_k", None))
-        if _is_count(top_k):
-            attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] = top_k
-        return f"{semconv.OP_RETRIEVAL} {source}", attributes
-    if kind == _RERANK:
-        attributes = {semconv.STAGE: "rerank"}
-        nodes = arguments.get("nodes")
-        if isinstance(nodes, list):
-            attributes[semconv.RERANK_INPUT_COUNT] = len(nodes)
-        top_n = getattr(instance, "top_n", None)
-        if _is_count(top_n):
-            attributes[semconv.RERANK_TOP_N] = top_n
-        model = getattr(instance, "model", None)
-        if isinstance(model, str) and model:
-            attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-        return f"rerank {class_name}", attributes
-    if kind == _TOOL:
-        metadata = getattr(instance, "metadata", None)
-        tool = str(getattr(metadata, "name", None) or class_name)
-        attributes = {
-            semconv.STAGE: "tool",
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
-            semconv.GEN_AI_TOOL_NAME: tool,
-        }
-        return f"{semconv.OP_EXECUTE_TOOL} {tool}", attributes
-    if kind == _SYNTHESIZER:
-        return class_name, {semconv.STAGE: "postprocess"}
-    if kind == _WORKFLOW and _is_agent(instance):
-        attributes = {
-            semconv.STAGE: "other",
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
-            semconv.GEN_AI_AGENT_NAME: class_name,
-        }
-        return f"{semconv.OP_INVOKE_AGENT} {class_name}", attributes
-    if kind == _STEP:
-        return _method_of(id_), {semconv.STAGE: "other"}
-    return class_name, {semconv.STAGE: "other"}
-
-
-def _endpoint_attributes(llm: Any, model: str) -> dict[str, Any]:
-    """``gen_ai.provider.name`` and ``server.*`` of a model: LlamaIndex's LiteLLM model is named
-    as the LiteLLM instrumentation names its calls; another with an ``api_base``, from its URL."""
-    extra = getattr(llm, "additional_kwargs", None)
-    api_base = getattr(llm, "api_base", None) or (
-        extra.get("api_base") if isinstance(extra, dict) else None
-    )
-    if not isinstance(api_base, str):
-        api_base = None
-    if type(llm).__module__.startswith("llama_index.llms.litellm"):
-        from llmtrace.instrumentation.litellm import _endpoint
-
-        custom = getattr(llm, "_custom_llm_provider", None)
-        custom = custom if isinstance(custom, str) else None
-        return dict(_endpoint(model, custom, api_base, configured_provider_name())[1])
-    if api_base is None:
-        return {}
-    parts = urlsplit(api_base)
-    if not parts.hostname:
-        return {}
-    return {
-        semconv.GEN_AI_PROVIDER_NAME: provider_name(parts.hostname, parts.port, parts.path),
-        semconv.SERVER_ADDRESS: parts.hostname,
-        semconv.SERVER_PORT: parts.port or (443 if parts.scheme == "https" else 80),
-    }
-
-
 def _record_result(entry: _Entry, result: Any) -> None:
     """What a kept span's result says: documents returned, embedding dimensions."""
     kind, span = entry.kind, entry.span
-    if kind in (_RETRIEVAL, _RERANK) and isinstance(result, list):
+    if kind in (RETRIEVAL, RERANK) and isinstance(result, list):
         span.set_attribute(semconv.RETRIEVAL_RETURNED, len(result))
-    elif kind == _EMBEDDING and isinstance(result, list) and result:
+    elif kind == EMBEDDING and isinstance(result, list) and result:
         vector = result[0] if isinstance(result[0], list) else result
         span.set_attribute(semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT, len(vector))
 
