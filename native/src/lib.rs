@@ -7,10 +7,12 @@
 
 mod analysis;
 mod conventions;
+mod line_error;
 mod model;
 mod nesting;
 mod parse;
 mod store;
+mod values;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
