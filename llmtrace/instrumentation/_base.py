@@ -291,32 +291,31 @@ class Patches:
         return len(self._originals)
 
 
-_tracer: Tracer | None = None
+# The tracer provider given to instrument() (the OpenTelemetry instrumentor contract); None: the
+# global one.
+_tracer_provider: Any = None
 
 
+@functools.cache
 def get_tracer() -> Tracer:
     """The tracer of every instrumentation: from the ``tracer_provider`` given to
-    ``instrument()`` (the OpenTelemetry instrumentor contract), else from the global provider.
+    ``instrument()``, else from the global provider.
 
-    Taken once: the global provider can be set only once, and a tracer taken before it is set is
-    a proxy that follows it."""
-    tracer = _tracer
-    if tracer is None:
-        tracer = use_tracer_provider(None)
-    return tracer
-
-
-def use_tracer_provider(provider: Any) -> Tracer:
-    """Make the instrumentations' spans go to ``provider`` (None: the global provider)."""
-    global _tracer
+    Taken once (a cached call costs next to nothing on every model call): the global provider can
+    be set only once, and a tracer taken before it is set is a proxy that follows it."""
     from llmtrace import __version__
 
+    provider = _tracer_provider
     if provider is None:
-        tracer = trace.get_tracer(semconv.SCOPE_NAME, __version__)
-    else:
-        tracer = provider.get_tracer(semconv.SCOPE_NAME, __version__)
-    _tracer = tracer
-    return tracer
+        return trace.get_tracer(semconv.SCOPE_NAME, __version__)
+    return provider.get_tracer(semconv.SCOPE_NAME, __version__)  # type: ignore[no-any-return]
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Make the instrumentations' spans go to ``provider`` (None: the global provider)."""
+    global _tracer_provider
+    _tracer_provider = provider
+    get_tracer.cache_clear()
 
 
 class ModelCall:
