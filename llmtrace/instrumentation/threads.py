@@ -7,9 +7,11 @@ is the root of a trace of its own: a RAG step run in a thread pool, or a framewo
 and llmtrace's request context are carried, not the caller's other context variables (a thread's
 own context is otherwise left as Python makes it).
 
-- ``Thread.start`` notes the starting code's context; the new thread runs in it
-  (``Thread._bootstrap_inner`` is wrapped, so subclasses that override ``run`` are covered).
-  The executor's own worker threads are left alone: each submitted call brings its context.
+- ``Thread.start`` notes the starting code's context and gives the thread object a ``run`` of
+  its own that runs the thread's ``run`` in it (an instance attribute over the class's method, so
+  subclasses that override ``run`` are covered; only public names are used). The executor's own
+  worker threads, started inside ``ThreadPoolExecutor.submit``, are left alone: each submitted
+  call brings its context.
 - ``ThreadPoolExecutor.submit`` runs the call in the submitting code's context
   (``loop.run_in_executor`` goes through it; ``asyncio.to_thread`` copies the context itself).
 
@@ -28,6 +30,7 @@ life, as before: nothing is recorded under it, and the README says so.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -43,7 +46,6 @@ from llmtrace.request_context import (
 )
 
 Carried = tuple[otel_context.Context, Mapping[str, Any]]
-_CARRIED = "_llmtrace_carried_context"
 
 
 def _carry() -> Carried | None:
@@ -135,31 +137,46 @@ def _run_in(carried: Carried, func: Callable[..., Any], *args: Any, **kwargs: An
         otel_context.detach(token)
 
 
-def _is_executor_worker(thread: Any) -> bool:
-    target = getattr(thread, "_target", None)
-    return getattr(target, "__module__", None) == "concurrent.futures.thread"
+# Set on a thread while it is inside ThreadPoolExecutor.submit: a thread started then is one of
+# the executor's workers, which outlive the submitted call (each call carries its own context).
+_submitting = threading.local()
 
 
 def _start(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    if not _is_executor_worker(instance):
+    if not getattr(_submitting, "active", False):
         carried = _carry()
         if carried is not None:
-            instance.__dict__[_CARRIED] = _for_thread(carried)
+            _run_carried(instance, _for_thread(carried))
     return wrapped(*args, **kwargs)
 
 
-def _bootstrap_inner(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    carried = instance.__dict__.pop(_CARRIED, None)
-    if carried is None:
-        return wrapped(*args, **kwargs)
-    return _run_in(carried, wrapped, *args, **kwargs)
+def _run_carried(thread: threading.Thread, carried: Carried) -> None:
+    """Make ``thread.run`` run in ``carried``: the thread's own ``run`` (its class's, or one set
+    on it), shadowed by an instance attribute that removes itself when the thread starts, so
+    the thread object holds the context no longer than needed."""
+    run = thread.run
+    instance_run = thread.__dict__.get("run")
+
+    def run_in_context() -> Any:
+        if instance_run is None:
+            thread.__dict__.pop("run", None)
+        else:
+            thread.__dict__["run"] = instance_run
+        return _run_in(carried, run)
+
+    thread.__dict__["run"] = run_in_context
 
 
 def _submit(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     carried = _carry()
     if carried is None or not args:
         return wrapped(*args, **kwargs)
-    return wrapped(functools.partial(_run_in, carried, args[0]), *args[1:], **kwargs)
+    outer = getattr(_submitting, "active", False)
+    _submitting.active = True
+    try:
+        return wrapped(functools.partial(_run_in, carried, args[0]), *args[1:], **kwargs)
+    finally:
+        _submitting.active = outer
 
 
 class ThreadingInstrumentor(LibraryInstrumentor):
@@ -170,5 +187,4 @@ class ThreadingInstrumentor(LibraryInstrumentor):
 
     def patches(self) -> Iterable[PatchRow]:
         yield "threading", "Thread.start", _start
-        yield "threading", "Thread._bootstrap_inner", _bootstrap_inner
         yield "concurrent.futures.thread", "ThreadPoolExecutor.submit", _submit

@@ -88,6 +88,27 @@ def test_threads_and_pools_started_inside_carry_it_and_stay_in_the_trace(
         assert span.parent.span_id == request.get_span_context().span_id
 
 
+def test_a_thread_subclass_overriding_run_is_carried_and_keeps_its_run(spans, threads_instrumented):
+    @llmtrace.tool
+    def step() -> None:
+        pass
+
+    class Worker(threading.Thread):
+        def run(self) -> None:
+            self.ran_as = type(self).run
+            step()
+
+    with llmtrace.context(session_id="s-2"), llmtrace.span("request") as request:
+        worker = Worker()
+        worker.start()
+        worker.join()
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool step"]
+    assert span.attributes["session.id"] == "s-2"
+    assert span.parent.span_id == request.get_span_context().span_id
+    # the instance attribute that carried the context is gone once the thread ran
+    assert "run" not in worker.__dict__ and worker.ran_as is Worker.run
+
+
 def test_worker_threads_do_not_keep_an_earlier_requests_context(spans, threads_instrumented):
     @llmtrace.tool
     def step() -> None:
