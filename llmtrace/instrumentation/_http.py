@@ -15,15 +15,12 @@ Every request sent through ``Client.send`` / ``AsyncClient.send``:
   ``body_complete``        response headers → last body byte (the transfer, or the whole stream)
   ======================== =====================================================================
 
-Over HTTP/1.1 the phases are read from the connection's own steps (writing the request headers,
-reading the response headers, closing a response read to its end), hooked in
-``httpcore``/``httpcore2`` by :mod:`llmtrace.instrumentation._http_transport`; the request is
-written when the connection starts reading the response headers, which it does right after
-writing the body (or failing to: then the server's early answer is read). The client's ``trace`` extension would cost more per request than
-the rest of the request's tracing, because ``httpcore`` builds and sends every one of its dozen
-events once one is installed. A ``trace`` callback of llmtrace's own is installed only while a
-new connection is opened (connect and TLS), and for a request over HTTP/2, where it reports
-every phase; it passes each event on to the application's.
+The phases come from the request's ``trace`` extension, the public interface ``httpcore`` and
+``httpcore2`` give for it (their documented ``connection.*``, ``http11.*`` and ``http2.*``
+events): llmtrace's recorder is installed as the extension and passes every event on to the
+application's callback. (Hooking the connections' private steps instead saved 2-3% of llmtrace's
+own cost per model call, measured with ``benchmarks/overhead_peers.py``: not worth a silent
+break on the next ``httpcore`` release.)
 
 Inside a model call the phases enrich the model span and no span is added (DESIGN.md rule 4).
 Outside one, the request gets a CLIENT span with stage ``network`` named after its method, unless
@@ -35,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-import operator
+import os
 import sys
 import time
 import weakref
@@ -47,10 +44,9 @@ from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE, SpanContext, TraceFlags, TraceState
 
-from llmtrace import semconv
+from llmtrace import _context_keys, semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
@@ -61,16 +57,25 @@ from llmtrace.instrumentation._base import (
     is_suppressed,
     should_trace_http,
 )
-from llmtrace.instrumentation._http_transport import (
-    PHASE_EVENTS,
-    RECORDER_KEY,
-    PhaseEvent,
-    transport_patches,
-)
-from llmtrace.server.timings import _MILLISECOND_HEADER_BYTES, server_timings_from_raw_headers
+from llmtrace.server.timings import server_timings_from_raw_headers
 from llmtrace.span_errors import end_failed, record_error_code
 
 logger = logging.getLogger(__name__)
+
+# The transport events that make up the phases, by name without the connection's prefix
+# ("http11.", "http2.", "connection."): (slot the event's moment is kept in, attribute of the
+# phase it completes, slot of the moment that phase started). Every other event is passed on.
+PhaseEvent = tuple[int | None, str | None, int]
+PHASE_EVENTS: dict[str, PhaseEvent] = {
+    "connect_tcp.started": (0, None, 0),
+    "connect_tcp.complete": (None, semconv.HTTP_CONNECT, 0),
+    "start_tls.started": (1, None, 0),
+    "start_tls.complete": (None, semconv.HTTP_TLS, 1),
+    "send_request_headers.started": (2, None, 0),
+    "send_request_body.complete": (3, semconv.HTTP_REQUEST_SENT, 2),
+    "receive_response_headers.complete": (4, semconv.HTTP_RESPONSE_HEADERS, 3),
+    "receive_response_body.complete": (None, semconv.HTTP_BODY_COMPLETE, 4),
+}
 
 _SECRET_WORDS = (
     "key",
@@ -177,8 +182,7 @@ class PhaseRecorder:
 
     def flush(self, response: Any = None, streamed: bool = False) -> None:
         """Hand over what was collected so far at once (later phases are set directly): with
-        the phases up to the response headers worked out from the moments the transport's steps
-        noted (see :func:`transport_patches`; the ``trace`` events compute them as they come)
+        the phases up to the response headers (the ``trace`` events computed them as they came)
         and, for a model call, its time to headers and what its ``response`` says once back.
 
         ``response``: the model call's response, whose timing headers (OpenAI
@@ -247,20 +251,12 @@ class AsyncPhaseRecorder(PhaseRecorder):
 
 # The global propagator last seen to be OpenTelemetry's default (W3C trace context, then baggage).
 _default_propagator: object = None
-# Whether this API keeps the global propagator where inject_trace_context reads it.
-_GLOBAL_TEXTMAP_KEPT = hasattr(propagate, "_HTTP_TEXT_FORMAT")
+# The global propagator last seen to be another one.
+_other_propagator: object = None
 _BAGGAGE = W3CBaggagePropagator()
-# Where the context keeps baggage: read directly, without the copy baggage.get_all() returns.
-_BAGGAGE_KEY: str | None = getattr(baggage, "_BAGGAGE_KEY", None)
-
-# The Headers classes of httpx and httpx2 (added by client_patches). They keep the headers as a
-# list of (name, lowercased name, value) byte triples, read and appended to here directly on
-# every request: their ``__setitem__`` scans and re-encodes every header, and ``raw`` copies
-# them all, each costing more than the rest of what is done with them.
-_TRIPLE_HEADERS: set[Any] = set()
-
-
-_LOWERCASED_NAME = operator.itemgetter(1)
+# Where the context keeps baggage (found through the public API, see llmtrace._context_keys):
+# read directly, without the copy baggage.get_all() returns.
+_BAGGAGE_KEY: str | None = _context_keys.BAGGAGE
 
 
 def _span_context_is_a_tuple() -> bool:
@@ -279,29 +275,32 @@ _TUPLE_SPAN_CONTEXT = _span_context_is_a_tuple()
 
 
 def _server_timings(headers: Any) -> dict[str, float]:
-    """The server's timing headers (most responses have none: then no header is copied)."""
-    # (The lowercased names looked up in C, not one Python step per header.)
-    if headers.__class__ in _TRIPLE_HEADERS and _MILLISECOND_HEADER_NAMES.isdisjoint(
-        map(_LOWERCASED_NAME, headers._list)
-    ):
-        return {}
+    """The server's timing headers (``llmtrace.server.*`` seconds; most responses have none)."""
     return server_timings_from_raw_headers(headers.raw)
 
 
-_MILLISECOND_HEADER_NAMES = frozenset(_MILLISECOND_HEADER_BYTES)
+# The headers OpenTelemetry's default propagator writes (W3C trace context, then baggage).
+_DEFAULT_FIELDS = frozenset(("traceparent", "tracestate", "baggage"))
 
 
 def _is_default_propagator(propagator: object) -> bool:
-    global _default_propagator
+    """Whether ``propagator`` is the one the API makes when nothing chose another: a composite
+    of the W3C trace-context and baggage propagators (``OTEL_PROPAGATORS`` unset or naming
+    exactly those), told by its public ``fields``."""
+    global _default_propagator, _other_propagator
     if propagator is _default_propagator:
         return True
-    inner = getattr(propagator, "_propagators", None)
-    if type(propagator) is CompositePropagator and [type(p) for p in inner or ()] == [
-        TraceContextTextMapPropagator,
-        W3CBaggagePropagator,
-    ]:
+    if propagator is _other_propagator:
+        return False
+    named = os.environ.get("OTEL_PROPAGATORS", "tracecontext,baggage")
+    if (
+        type(propagator) is CompositePropagator
+        and [name.strip() for name in named.split(",")] == ["tracecontext", "baggage"]
+        and set(propagator.fields) == _DEFAULT_FIELDS
+    ):
         _default_propagator = propagator
         return True
+    _other_propagator = propagator
     return False
 
 
@@ -313,10 +312,7 @@ def inject_trace_context(headers: Any, span: Span) -> None:
     write them, without building a context for it: that part alone costs several microseconds on
     every model call. Baggage, when the current context has any, goes through the propagator.
     """
-    # (The API's global read directly where it keeps it: its getter is a Python call.)
-    propagator = (
-        propagate._HTTP_TEXT_FORMAT if _GLOBAL_TEXTMAP_KEPT else propagate.get_global_textmap()
-    )
+    propagator = propagate.get_global_textmap()
     if propagator is not _default_propagator and not _is_default_propagator(propagator):
         propagator.inject(headers, context=trace.set_span_in_context(span))
         return
@@ -328,14 +324,8 @@ def inject_trace_context(headers: Any, span: Span) -> None:
         flags, trace_state = span_context.trace_flags, span_context.trace_state
         valid = span_context != INVALID_SPAN_CONTEXT
     if valid:
-        # As the W3C propagator writes it (lowercase hex), made as the bytes httpx keeps.
-        value = b"00-%032x-%016x-%02x" % (trace_id, span_id, flags)
-        if headers.__class__ in _TRIPLE_HEADERS and b"traceparent" not in map(
-            _LOWERCASED_NAME, headers._list
-        ):
-            headers._list.append((b"traceparent", b"traceparent", value))
-        else:
-            headers["traceparent"] = value.decode("ascii")
+        # As the W3C propagator writes it (lowercase hex).
+        headers["traceparent"] = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
         if trace_state is not DEFAULT_TRACE_STATE and trace_state:
             headers["tracestate"] = trace_state.to_header()
     if current_context().get(_BAGGAGE_KEY) if _BAGGAGE_KEY else baggage.get_all():
@@ -363,11 +353,11 @@ def propagate_untraced(headers: Any) -> None:
 
 
 def _prepare(
-    request: Any, span: Span, call: ModelCall | None, is_async: bool, hooked: bool = False
+    request: Any, span: Span, call: ModelCall | None, is_async: bool
 ) -> PhaseRecorder | None:
-    """Inject the trace context of ``span`` and hand the request a recorder of its phases: for
-    the transport hooks (``hooked``), else as the request's ``trace`` extension. Never raises:
-    a request it fails to prepare is sent as it is, still traced, without phases."""
+    """Inject the trace context of ``span`` and hand the request a recorder of its phases, as
+    its ``trace`` extension. Never raises: a request it fails to prepare is sent as it is,
+    still traced, without phases."""
     try:
         inject_trace_context(request.headers, span)
         if not span.is_recording():
@@ -375,7 +365,7 @@ def _prepare(
         extensions = request.extensions
         recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
         recorder = recorder_class(span, call, extensions.get("trace"))
-        extensions[RECORDER_KEY if hooked else "trace"] = recorder
+        extensions["trace"] = recorder
         return recorder
     except Exception:
         log_once(logger, "HTTP request preparation failed")
@@ -450,13 +440,14 @@ def _other_instrumentation_owns_spans(library: str) -> bool:
         return False
     class_name = "HTTPX2ClientInstrumentor" if library == "httpx2" else "HTTPXClientInstrumentor"
     instrumentor = getattr(module, class_name, None)
-    instance = getattr(instrumentor, "_instance", None) if instrumentor is not None else None
-    return bool(getattr(instance, "_is_instrumented_by_opentelemetry", False))
+    if instrumentor is None:
+        return False
+    # An instrumentor is a singleton: constructing it returns the one instance (public API).
+    return bool(instrumentor().is_instrumented_by_opentelemetry)
 
 
-def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) -> tuple[Any, Any]:
-    """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library;
-    ``hooked``: its transport's steps report the phases (see :func:`transport_patches`)."""
+def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
+    """The (sync, async) wrappers of ``Client.send`` / ``AsyncClient.send`` for one library."""
 
     class EndingSyncStream(library.SyncByteStream):  # type: ignore[misc,name-defined,unused-ignore]
         def __init__(self, inner: Any, end: _SpanEnd) -> None:
@@ -497,7 +488,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare(request, call.span, call, False, hooked)
+                recorder = _prepare(request, call.span, call, False)
                 try:
                     response = original(self, request, *args, **kwargs)
                 except BaseException:
@@ -511,7 +502,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                 return original(self, request, *args, **kwargs)
             try:
                 span = _start_network_span(request)
-                recorder = _prepare(request, span, None, False, hooked)
+                recorder = _prepare(request, span, None, False)
             except Exception:
                 log_once(logger, "HTTP span start failed")
                 return original(self, request, *args, **kwargs)
@@ -536,7 +527,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                     return await original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
-                recorder = _prepare(request, call.span, call, True, hooked)
+                recorder = _prepare(request, call.span, call, True)
                 try:
                     response = await original(self, request, *args, **kwargs)
                 except BaseException:
@@ -550,7 +541,7 @@ def make_send_wrappers(library: Any, library_name: str, hooked: bool = False) ->
                 return await original(self, request, *args, **kwargs)
             try:
                 span = _start_network_span(request)
-                recorder = _prepare(request, span, None, True, hooked)
+                recorder = _prepare(request, span, None, True)
             except Exception:
                 log_once(logger, "HTTP span start failed")
                 return await original(self, request, *args, **kwargs)
@@ -590,21 +581,13 @@ def _after_response(span: Span, response: Any, ending_stream: Any) -> Any:
     return response
 
 
-# The transport of each httpx-like library.
-_TRANSPORTS = {"httpx": "httpcore", "httpx2": "httpcore2"}
-
-
 def client_patches(module_name: str) -> list[tuple[str, str, Any]]:
-    """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``, and
-    the steps of its transport's connections that report the phases (when it has them all)."""
+    """The patch rows of an httpx-like library: ``Client.send`` and ``AsyncClient.send``."""
     library = importlib.import_module(module_name)
-    _TRIPLE_HEADERS.add(library.Headers)
-    transport = transport_patches(_TRANSPORTS.get(module_name, ""))
-    send, async_send = make_send_wrappers(library, module_name, hooked=bool(transport))
+    send, async_send = make_send_wrappers(library, module_name)
     return [
         (module_name, "Client.send", send),
         (module_name, "AsyncClient.send", async_send),
-        *transport,
     ]
 
 

@@ -13,6 +13,7 @@ import openai
 import pytest
 import requests
 from opentelemetry import context, propagate, trace
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import SpanKind
 
 from llmtrace import semconv
@@ -187,3 +188,53 @@ def test_a_closed_response_stream_ends_its_span_once(model_server, spans, librar
         del response
         gc.collect()
         assert len(spans.get_finished_spans()) == 1
+
+
+class _HeaderPropagator(TextMapPropagator):
+    """An application's own propagator: one header of its own, no traceparent."""
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        span_context = trace.get_current_span(context).get_span_context()
+        carrier["x-app-trace"] = f"{span_context.trace_id:032x}"
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context
+
+    @property
+    def fields(self) -> set[str]:
+        return {"x-app-trace"}
+
+
+def test_the_applications_propagator_writes_the_headers_and_the_default_one_w3c(
+    model_server, spans
+):
+    from opentelemetry.baggage import set_baggage
+
+    default = propagate.get_global_textmap()
+    token = context.attach(set_baggage("tenant", "t-1"))
+    try:
+        with httpx.Client() as client:
+            client.get(f"{model_server.url}/default")
+            propagate.set_global_textmap(_HeaderPropagator())
+            try:
+                client.get(f"{model_server.url}/own")
+            finally:
+                propagate.set_global_textmap(default)
+    finally:
+        context.detach(token)
+    first, second = (
+        {name.lower(): value for name, value in request.headers.items()}
+        for request in model_server.requests
+    )
+    hops = {
+        s.attributes["url.full"].rsplit("/", 1)[1]: s
+        for s in spans.get_finished_spans()
+        if s.name == "GET"
+    }
+    sent = hops["default"].context
+    assert first["traceparent"] == (
+        f"00-{sent.trace_id:032x}-{sent.span_id:016x}-{int(sent.trace_flags):02x}"
+    )
+    assert first["baggage"] == "tenant=t-1"
+    assert "traceparent" not in second and "baggage" not in second
+    assert second["x-app-trace"] == f"{hops['own'].context.trace_id:032x}"
