@@ -199,7 +199,7 @@ def _pipeline(
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
-    from llmtrace.request_histograms import RequestMetricsReader
+    from llmtrace._compat import RequestMetricsReader
     from llmtrace.request_metrics import (
         RecordUnsampled,
         RequestMetricsProcessor,

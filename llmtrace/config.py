@@ -25,7 +25,7 @@ The options themselves (arguments, environment variables, defaults, validation) 
   (``LLMTRACE_REQUEST_METRICS_UNSAMPLED``) records the spans of traces the sampler drops, for
   the breakdown only; it is opt-in because every request then pays for recording its spans.
   On llmtrace's own meter provider (explicit buckets, the default) its periodic reader is a
-  ``request_histograms.RequestMetricsReader``: llmtrace aggregates the request histograms itself
+  ``_compat.RequestMetricsReader``: llmtrace aggregates the request histograms itself
   and that reader exports them with the SDK's metrics (a twentieth of the SDK's cost per point).
 - Exit is bounded: flushing at interpreter exit (and ``shutdown()``) waits at most
   ``shutdown_timeout`` seconds (``LLMTRACE_SHUTDOWN_TIMEOUT``, default 5) for the backend, then
@@ -64,6 +64,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
+from llmtrace._attached import attach, detach
 from llmtrace.exporters.delivery import CountingExporter, CountingProcessor, DeliveryStats
 from llmtrace.options import (
     RequestMetricsOptions,
@@ -93,6 +94,7 @@ _owned_provider: TracerProvider | None = None
 _processors: list[CountingProcessor] = []
 _extra_processors: list[SpanProcessor] = []
 _owned_meter_provider: Any = None
+_owned_meter_resource: Any = None
 # The request histograms its reader exports (None: the request metrics go through the SDK).
 _owned_request_histograms: RequestHistograms | None = None
 _sampler_switch: _SwitchableSampler | None = None
@@ -349,12 +351,12 @@ def init(
                 )
         _processors.extend(_counted(extra) for extra in exporters or ())
         for processor in _processors:
-            provider.add_span_processor(processor)
+            attach(provider, processor)
         # Request context attributes (llmtrace.context) go on every span of the provider, from
         # the first context entered.
         install_request_context(provider)
         for extra_processor in span_processors or ():
-            provider.add_span_processor(extra_processor)
+            attach(provider, extra_processor)
             _extra_processors.append(extra_processor)
 
         if add_exporter and resolved_exporter(s) == "otlp":
@@ -454,26 +456,62 @@ def _own_provider(resource: Resource, sampler: Sampler) -> None:
     global _owned_provider, _sampler_switch
     if _owned_provider is None:
         _sampler_switch = _SwitchableSampler(sampler)
-        _owned_provider = TracerProvider(resource=resource, sampler=_sampler_switch)
+        _owned_provider = TracerProvider(
+            resource=_ReplaceableResource(resource), sampler=_sampler_switch
+        )
         trace.set_tracer_provider(_owned_provider)
         return
     if _sampler_switch is not None:
         _sampler_switch.use(sampler)
     # Tracers hold the provider's Resource object: give that object the new attributes.
     _replace_resource_attributes(_owned_provider.resource, resource)
-    if _owned_meter_provider is not None:
-        sdk_config = getattr(_owned_meter_provider, "_sdk_config", None)
-        if sdk_config is not None:
-            _replace_resource_attributes(sdk_config.resource, _with_instance_id(resource))
+    if _owned_meter_resource is not None:
+        _replace_resource_attributes(_owned_meter_resource, _with_instance_id(resource))
+
+
+class _ReplaceableResource(Resource):
+    """The resource of llmtrace's own providers, whose attributes a later ``init()`` replaces.
+
+    OpenTelemetry lets the global providers be set once, and their tracers and meters keep the
+    resource object they were made with; this one answers with the attributes of the resource
+    it was last given, through the public ``attributes`` and ``schema_url`` (what exporters read)
+    and the methods that read them."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self.current = resource
+
+    @property
+    def attributes(self) -> Any:
+        return self.current.attributes
+
+    @property
+    def schema_url(self) -> str:
+        return self.current.schema_url
+
+    def merge(self, other: Resource) -> Resource:
+        return self.current.merge(other)
+
+    def to_json(self, indent: int | None = 4) -> str:
+        return self.current.to_json(indent)
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if isinstance(other, _ReplaceableResource):
+            other = other.current
+        return self.current == other
+
+    def __hash__(self) -> int:
+        return hash(self.current)
 
 
 def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
-    try:
-        resource._attributes = fresh._attributes
-    except Exception:
+    if isinstance(resource, _ReplaceableResource):
+        resource.current = fresh
+    else:
         logger.warning(
-            "llmtrace: could not change the resource attributes after shutdown(); spans keep "
-            "the first ones"
+            "llmtrace: the tracer provider's resource is not llmtrace's; spans keep its attributes"
         )
 
 
@@ -510,7 +548,7 @@ def _install_request_metrics(
         root_timeout=options.root_timeout,
         histograms=_owned_request_histograms if owned else None,
     )
-    provider.add_span_processor(processor)
+    attach(provider, processor)
     _extra_processors.append(processor)
     return processor
 
@@ -541,7 +579,7 @@ def _install_metrics(
 ) -> None:
     """The GenAI client metrics go to the same OTLP endpoint as the spans, unless the application
     already has a MeterProvider or ``OTEL_METRICS_EXPORTER=none``."""
-    global _owned_meter_provider
+    global _owned_meter_provider, _owned_meter_resource
     from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -551,11 +589,11 @@ def _install_metrics(
     if isinstance(metrics.get_meter_provider(), MeterProvider):
         return
     exporter = _otlp_exporter(s, "metrics")
-    from llmtrace.request_histograms import RequestMetricsReader, exporter_temporality
+    from llmtrace._compat import RequestMetricsReader, exporter_temporality
     from llmtrace.request_metrics import request_histograms, views
 
     global _owned_request_histograms
-    metrics_resource = _with_instance_id(resource)
+    metrics_resource = _owned_meter_resource = _ReplaceableResource(_with_instance_id(resource))
     histogram = request_options.histogram if request_options is not None else "explicit"
     temporality = exporter_temporality(exporter)
     reader: PeriodicExportingMetricReader
@@ -760,12 +798,8 @@ def _report_undelivered(
 
 
 def _detach_processor(processor: SpanProcessor) -> None:
-    # The SDK has no public "remove processor"; keep the provider usable for a later init().
-    provider = trace.get_tracer_provider()
-    multi = getattr(provider, "_active_span_processor", None)
-    procs = getattr(multi, "_span_processors", None)
-    if isinstance(procs, tuple) and processor in procs:
-        multi._span_processors = tuple(p for p in procs if p is not processor)  # type: ignore[union-attr]
+    # Keeps the provider usable for a later init(): its next spans skip this processor.
+    detach(trace.get_tracer_provider(), processor)
 
 
 def _flush_at_exit() -> None:

@@ -9,14 +9,12 @@ Nothing is recorded per chunk; a call records at most five histogram points when
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import _internal as metrics_api
 
-from llmtrace import semconv
+from llmtrace import _compat, semconv
 from llmtrace._safety import log_once
 
 logger = logging.getLogger(__name__)
@@ -114,30 +112,27 @@ def _get() -> _Instruments:
     return _instruments
 
 
-_provider_named_in_environment: bool | None = None
-# Whether this API keeps its global provider where meter_provider_set looks (read directly then:
-# a getattr with a default is a builtin call, on every model call).
-_GLOBAL_KEPT = hasattr(metrics_api, "_METER_PROVIDER")
+# Set once an application (or init()) has set a MeterProvider: the API allows it once, so the
+# answer never goes back to False.
+_provider_seen = False
+# The provider the API answered with while none was set (its placeholder), once found to be one.
+_placeholder: object = None
 
 
 def meter_provider_set() -> bool:
     """False until an application (or init()) sets a MeterProvider: recording would go to the
     API's no-op proxy, so model calls skip the work of building the points at all."""
-    global _provider_named_in_environment
-    if _given_meter_provider is not None:
+    global _provider_seen, _placeholder
+    if _provider_seen or _given_meter_provider is not None:
         return True
-    # Asked on every model call. The API's getter tests the environment each time it finds no
-    # provider (a raised and caught KeyError): look at the global it keeps first, and read the
-    # environment once, as the API itself does when it loads a provider named there.
-    if _GLOBAL_KEPT and metrics_api._METER_PROVIDER is None:
-        if _provider_named_in_environment is None:
-            _provider_named_in_environment = "OTEL_PYTHON_METER_PROVIDER" in os.environ
-        if not _provider_named_in_environment:
-            return False
-    return type(metrics.get_meter_provider()).__name__ not in (
-        "_ProxyMeterProvider",
-        "NoOpMeterProvider",
-    )
+    provider = metrics.get_meter_provider()
+    if provider is _placeholder:
+        return False
+    if _compat.meter_provider_is_set(provider):
+        _provider_seen = True
+        return True
+    _placeholder = provider
+    return False
 
 
 def record_model_call(

@@ -8,39 +8,35 @@ once, a request's points are appended under one lock, and the values are folded 
 buckets in bulk (see ``Series``): about 19k CPU instructions in all for a request's eleven points.
 
 The SDK (1.45) has no interface to hand it aggregated data (no ``MetricProducer``), so these
-series reach the exporter through :class:`RequestMetricsReader`, the periodic reader of the meter
-provider ``llmtrace.init()`` creates: each collection returns the SDK's own metrics with these
+series reach the exporter through ``llmtrace._compat.RequestMetricsReader`` (the ``metric-reader``
+fast path), the periodic reader of the meter provider ``llmtrace.init()`` creates: each collection returns the SDK's own metrics with these
 appended to the llmtrace scope of the provider's resource. What is exported is what the SDK would
 export for the same points: explicit-bucket histograms with the instruments' bounds, sum, count,
 min and max, cumulative (or delta when the exporter prefers it), the same attribute-set limit per
 instrument with the SDK's overflow series, and no exemplars (the request metrics record none
-either way). Elsewhere (an application's own ``MeterProvider``, exponential histograms) the
-processor records through the SDK.
+either way). Elsewhere (an application's own ``MeterProvider``, exponential histograms, the fast
+path off) the processor records through the SDK, with the same result.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import add
 from time import time_ns
 from typing import Any
 
-from opentelemetry.sdk.metrics import Histogram as HistogramInstrument
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     Histogram,
     HistogramDataPoint,
     Metric,
-    MetricExporter,
     MetricsData,
-    PeriodicExportingMetricReader,
     ResourceMetrics,
     ScopeMetrics,
 )
-from opentelemetry.sdk.metrics.view import DefaultAggregation, ExplicitBucketHistogramAggregation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -277,58 +273,3 @@ def joined(data: MetricsData | None, extra: list[Metric], resource: Resource) ->
             )
         )
     return MetricsData(resource_metrics=resources)
-
-
-def exporter_temporality(exporter: MetricExporter) -> AggregationTemporality | None:
-    """The temporality ``exporter`` asks of histograms, when it asks for the explicit buckets the
-    instruments advise (the OTLP exporters' default); None otherwise (exponential histograms,
-    other bounds, preferences that cannot be read): the processor then records through the SDK,
-    which applies them."""
-    temporalities = getattr(exporter, "_preferred_temporality", None)
-    aggregations = getattr(exporter, "_preferred_aggregation", None)
-    if not isinstance(temporalities, dict) or not isinstance(aggregations, dict):
-        return None
-    aggregation = aggregations.get(HistogramInstrument)
-    advised = aggregation is None or type(aggregation) is DefaultAggregation
-    if type(aggregation) is ExplicitBucketHistogramAggregation:
-        advised = getattr(aggregation, "_boundaries", 0) is None and bool(
-            getattr(aggregation, "_record_min_max", False)
-        )
-    chosen = temporalities.get(HistogramInstrument, AggregationTemporality.CUMULATIVE)
-    return chosen if advised and isinstance(chosen, AggregationTemporality) else None
-
-
-class RequestMetricsReader(PeriodicExportingMetricReader):
-    """The periodic reader of llmtrace's own meter provider: every collection (periodic, forced,
-    at shutdown) exports the SDK's metrics and ``histograms`` together, under ``resource`` (the
-    meter provider's)."""
-
-    def __init__(
-        self,
-        exporter: MetricExporter,
-        histograms: RequestHistograms,
-        resource: Resource,
-        temporality: AggregationTemporality,
-        **options: Any,
-    ) -> None:
-        self.request_histograms = histograms
-        self._request_resource = resource
-        self._request_temporality = temporality
-        super().__init__(exporter, **options)
-
-    def _set_collect_callback(  # type: ignore[misc]  # final in the SDK: called by the provider
-        self, func: Callable[..., MetricsData | None] | None
-    ) -> None:
-        if func is None:
-            super()._set_collect_callback(None)
-            return
-        histograms = self.request_histograms
-        resource = self._request_resource
-        temporality = self._request_temporality
-
-        def collect(reader: Any, timeout_millis: float = 10_000) -> MetricsData | None:
-            data = func(reader, timeout_millis=timeout_millis)
-            return joined(data, histograms.collect(temporality), resource)
-
-        # typed in the SDK as taking a temporality; it is called with the timeout, as here
-        super()._set_collect_callback(collect)  # type: ignore[arg-type]

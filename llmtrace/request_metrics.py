@@ -77,16 +77,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, SpanKind, StatusCode
 from opentelemetry.util.types import Attributes
 
+from llmtrace import _compat
 from llmtrace import semconv as sc
 from llmtrace._safety import log_once
 from llmtrace.analysis import conventions
@@ -238,19 +236,29 @@ def _plain(value: Any) -> Any:
     return list(value) if value.__class__ is tuple else value
 
 
+# The SDK span fields the breakdown reads directly (see llmtrace._compat.span_fields); with
+# that fast path off, the classes are None and every span is read through its properties.
+_FIELDS = _compat.span_fields()
+_READABLE = _FIELDS.readable if _FIELDS else None
+_SDK_SPANS = _FIELDS.started if _FIELDS else frozenset()
+_BOUNDED = _FIELDS.attribute_store if _FIELDS else None
+_BOUNDED_LIST = _FIELDS.event_list if _FIELDS else None
+if _FIELDS:
+    _ended_fields = _FIELDS.ended
+    _ended_context = _FIELDS.context
+    _ended_events = _FIELDS.events
+    _ended_status = _FIELDS.status
+    _started_parent_context = _FIELDS.started_parent_context
+    _attribute_dict = _FIELDS.attribute_dict
+    _event_deque = _FIELDS.event_deque
+
+
 def _held_attributes(held: Any) -> Mapping[str, Any]:
     # The SDK's public view wraps a locked mapping in a proxy; reading the dict under it costs a
     # fraction, and the span has ended: nothing writes to it any more.
-    if held.__class__ is BoundedAttributes:
-        return held._dict
+    if held.__class__ is _BOUNDED:
+        return _attribute_dict(held)
     return held or {}
-
-
-# The SDK's span classes, whose fields on_start reads directly: the tracer makes spans of a
-# subclass of its own (``_Span``, which adds nothing), so the public class alone never matches.
-_SDK_SPANS = frozenset(
-    cls for cls in (SdkSpan, getattr(sdk_trace, "_Span", None)) if isinstance(cls, type)
-)
 
 
 # One ended span as the processor holds it: its span id, its parent's (0 for none), and the span in
@@ -268,21 +276,21 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
 
     A span with a stage (llmtrace's own) keeps its arrays as the SDK's tuples: nothing that reads
     such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
-    if span.__class__ is ReadableSpan:
+    if span.__class__ is _READABLE:
         # what the SDK hands span processors: its fields, without a property call for each
-        source: Any = _held_attributes(span._attributes)
-        parent = span._parent
-        kind = span._kind
-        name = span._name
-        start = span._start_time or 0
-        end = span._end_time or 0
+        held, parent, kind, name, start, end = _ended_fields(span)
+        source: Any = _held_attributes(held)
     else:
-        source = _held_attributes(getattr(span, "_attributes", None) or span.attributes)
-        parent = span.parent
-        kind = span.kind
-        name = span.name
-        start = span.start_time or 0
-        end = span.end_time or 0
+        source = _held_attributes(span.attributes)
+        parent, kind, name, start, end = (
+            span.parent,
+            span.kind,
+            span.name,
+            span.start_time,
+            span.end_time,
+        )
+    start = start or 0
+    end = end or 0
     # OTLP's SpanKind is the SDK's plus one (OTLP has UNSPECIFIED = 0): the enum member's value
     # read directly, where a lookup keyed by it would hash it
     kind_number = kind._value_ + 1
@@ -313,11 +321,11 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
             declared.append(model)
         return span_id, parent_id, model
     first_token_at = None
-    events = span._events if span.__class__ is ReadableSpan else span.events
-    if events.__class__ is BoundedList:
+    events = _ended_events(span) if span.__class__ is _READABLE else span.events
+    if events.__class__ is _BOUNDED_LIST:
         # the SDK's events, in the deque under it: its length and iteration are Python calls
         # (iteration copies under a lock), and the span has ended: nothing adds to them any more
-        events = events._dq  # type: ignore[attr-defined]
+        events = _event_deque(events)
     for event in events or ():
         if event.name in _FIRST_TOKEN_EVENTS:
             first_token_at = event.timestamp
@@ -347,7 +355,7 @@ def local_trace(
     # an inferred call may have yielded to a call below it when another local root ended
     inferred_calls = [span for span in inferred if span.attributes.get(_STAGE) == _MODEL_CALL]
     declared_calls = list(declared)
-    context = root._context if root.__class__ is ReadableSpan else root.context
+    context = _ended_context(root) if root.__class__ is _READABLE else root.context
     root_id, root_parent, root_model = hold(
         root, context[1] if context else 0, inferred_calls, declared_calls
     )
@@ -432,11 +440,11 @@ def figures(
             tokens = _number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
             if tokens is not None:
                 output_tokens = int((output_tokens or 0) + tokens)
-    if root.__class__ is ReadableSpan:
-        root_attributes = _held_attributes(root._attributes)
-        failed = root._status.status_code is StatusCode.ERROR
+    if root.__class__ is _READABLE:
+        root_attributes = _held_attributes(_ended_fields(root)[0])
+        failed = _ended_status(root).status_code is StatusCode.ERROR
     else:
-        root_attributes = _held_attributes(getattr(root, "_attributes", None) or root.attributes)
+        root_attributes = _held_attributes(root.attributes)
         failed = root.status.status_code is StatusCode.ERROR
     route = root_attributes.get(sc.HTTP_ROUTE)
     error = root_attributes.get(sc.ERROR_TYPE)
@@ -614,11 +622,12 @@ class RequestMetricsProcessor(SpanProcessor):
         # The SDK span's fields and its SpanContext's items (a SpanContext is a tuple: trace id,
         # span id, is_remote, ...) read directly: for the children, which return at once, a
         # property call each was most of the work.
-        sdk = span.__class__ in _SDK_SPANS
-        parent = span._parent if sdk else span.parent
+        if span.__class__ in _SDK_SPANS:
+            parent, context = _started_parent_context(span)
+        else:
+            parent, context = span.parent, span.context
         if parent is not None and not parent[2]:
             return
-        context = span._context if sdk else span.context
         if context is None:
             return
         trace_id = context[0]
@@ -637,7 +646,7 @@ class RequestMetricsProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         # fields and SpanContext items read directly, as in on_start
-        context = span._context if span.__class__ is ReadableSpan else span.context
+        context = _ended_context(span) if span.__class__ is _READABLE else span.context
         if context is None:
             return
         trace_id = context[0]
@@ -686,28 +695,21 @@ class RequestMetricsProcessor(SpanProcessor):
         if len(spans) >= self.max_spans:
             pending.dropped += 1
             return
-        if span.__class__ is ReadableSpan:
-            held: Any = span._attributes
-            if held.__class__ is BoundedAttributes:
+        if span.__class__ is _READABLE:
+            held, parent, kind, name, start, end = _ended_fields(span)
+            if held.__class__ is _BOUNDED:
                 # What hold() does for most spans, here without a call for each: the stage is
                 # declared and the analysis keeps every attribute (llmtrace's spans), so the
                 # SDK's dict of the ended span, never written again, is held as it is; nothing
                 # here writes to a declared-stage span's attributes.
-                source = held._dict
+                source = _attribute_dict(held)
                 stage = source.get(_STAGE)
                 if stage.__class__ is str and KEPT_ATTRIBUTES.issuperset(source):
-                    model = Span(
-                        "",
-                        None,
-                        span._name,
-                        span._kind._value_ + 1,  # OTLP's SpanKind, as in hold()
-                        span._start_time or 0,
-                        span._end_time or 0,
-                        source,
-                    )
+                    # (OTLP's SpanKind, as in hold())
+                    model = Span("", None, name, kind._value_ + 1, start or 0, end or 0, source)
                     if stage == _MODEL_CALL:
                         pending.declared.append(model)
-                    parent = span._parent  # a SpanContext: [1] is its span id
+                    # a SpanContext: [1] is its span id
                     spans.append((span_id, parent[1] if parent is not None else 0, model))
                     return
         spans.append(hold(span, span_id, pending.inferred, pending.declared))

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import wrapt
 from opentelemetry.trace import Span, Status, StatusCode
 
-from llmtrace import semconv
+from llmtrace import _compat, semconv
 from llmtrace._safety import log_once
 from llmtrace.metrics import meter_provider_set, record_model_call
 from llmtrace.span_errors import record_error
@@ -241,12 +241,7 @@ class StreamRecorder:
             self.end("error", exc)
 
 
-_PLAIN_VALUES = frozenset((str, int, float, bool))
-_SEQUENCES = frozenset((list, tuple))
-_PLAIN_OR_SEQUENCE = _PLAIN_VALUES | _SEQUENCES
-# (span class, attribute store class) this SDK is known to take values into directly; None
-# until the first call decides, False when it does not.
-_direct_store: tuple[type, type] | bool | None = None
+_PLAIN_VALUES = _compat.PLAIN_VALUES
 
 
 def set_span_attributes(
@@ -256,115 +251,17 @@ def set_span_attributes(
     plain: dict[str, Any] | None = None,
 ) -> None:
     """``span.set_attributes(attributes)`` (then ``span.set_status(STATUS_OK)`` when ``ok``), for
-    less when ``span`` is the OpenTelemetry SDK's. ``plain``: attributes set before those, whose
+    less when ``span`` is the OpenTelemetry SDK's (the ``span-store`` fast path, see
+    :func:`llmtrace._compat.store_attributes`). ``plain``: attributes set before those, whose
     values llmtrace made itself of the classes the SDK keeps as they are (str, int, float, bool,
-    or a tuple of values of one of those), so not looked at again.
-
-    The SDK checks and copies each value in Python, one call or more per attribute: about as
-    much as llmtrace's own work on a model call for the attributes it records at the end. When
-    every value is already what the SDK would keep (a str, int, float or bool, or a list or
-    tuple of those, kept as a tuple), the span is not ended, and its limits leave the values as
-    they are (no string length limit, room for them all), they go into the span's attribute
-    store at once, under the span's lock, and so does the OK status (``set_status`` takes the
-    lock again through a wrapper; an OK status is final, so setting it is all it would do);
-    otherwise, and with any other span, the values go through ``set_attributes`` and the status
-    through ``set_status``. Whether this SDK keeps its attributes and status where they are
-    looked for is checked once, on a span of its own.
-    """
-    kinds = _direct_store if _direct_store is not None else _probe_direct_store()
-    if kinds and span.__class__ is kinds[0]:  # type: ignore[index]
-        store: Any = span._attributes  # type: ignore[attr-defined]
-        values: dict[str, Any] | None = attributes
-        # The classes of all values at once (in C, not one Python step per attribute): most
-        # attributes are plain, and the few sequences (finish reasons) are looked at alone.
-        if attributes:
-            classes = set(map(type, attributes.values()))
-            if not classes <= _PLAIN_VALUES:
-                values = _plain(attributes, classes)
-        # (Apart: a test of the class in the condition would narrow the store's type to object.)
-        known_store = store.__class__ is kinds[1]  # type: ignore[index]
-        if (
-            values is not None
-            and known_store
-            and store.max_value_len is None
-            and (
-                store.maxlen is None
-                # (The store's own dict: its __len__ is a Python call.)
-                or len(store._dict) + len(values) + len(plain or ()) <= store.maxlen
-            )
-        ):
-            # (Taken and released by name: ``with`` looks both methods up and parses the
-            # arguments of each, twice the cost.)
-            lock = span._lock  # type: ignore[attr-defined]
-            lock.acquire()
-            try:
-                if span._end_time is None:  # type: ignore[attr-defined]
-                    if plain:
-                        store._dict.update(plain)
-                    if values:
-                        store._dict.update(values)
-                    if ok:
-                        span._status = STATUS_OK  # type: ignore[attr-defined]
-                    return
-            finally:
-                lock.release()
+    or a tuple of values of one of those), so not looked at again."""
+    if _compat.store_attributes(span, attributes, ok, plain):
+        return
     if plain:
         span.set_attributes(plain)
     span.set_attributes(attributes)
     if ok:
         span.set_status(STATUS_OK)
-
-
-def _plain(attributes: dict[str, Any], classes: set[type]) -> dict[str, Any] | None:
-    """The attributes, whose values are of ``classes`` (not all plain), as the SDK would keep
-    them (sequences as tuples), or None when one of them needs the SDK's own checks."""
-    if not classes <= _PLAIN_OR_SEQUENCE:
-        return None
-    plain = _PLAIN_VALUES
-    values = dict(attributes)
-    # (A plain loop: finding the sequences' keys in C costs more for the dozen attributes here.)
-    for key, value in attributes.items():
-        if type(value) in _SEQUENCES:
-            if not set(map(type, value)) <= plain:
-                return None
-            values[key] = tuple(value)
-    return values
-
-
-def _probe_direct_store() -> tuple[type, type] | bool:
-    """Whether this SDK keeps a span's attributes in ``_attributes._dict`` and its status in
-    ``_status``, read back through ``span.attributes`` and ``span.status``: checked once on a
-    span of a private provider."""
-    global _direct_store
-    kinds: tuple[type, type] | bool = False
-    try:
-        from opentelemetry.sdk.trace import TracerProvider
-
-        provider = TracerProvider(shutdown_on_exit=False)
-        probe = provider.get_tracer("llmtrace.probe").start_span("probe")
-        store = getattr(probe, "_attributes", None)
-        lock = getattr(probe, "_lock", None)
-        if (
-            isinstance(getattr(store, "_dict", None), dict)
-            and hasattr(lock, "acquire")
-            and hasattr(lock, "release")
-            and hasattr(store, "max_value_len")
-            and hasattr(store, "maxlen")
-            and getattr(probe, "_end_time", False) is None
-            and isinstance(getattr(probe, "_status", None), Status)
-        ):
-            store._dict.update({"llmtrace.probe": ("x",)})  # type: ignore[union-attr]
-            probe._status = STATUS_OK  # type: ignore[attr-defined]
-            probe.end()
-            if (
-                dict(getattr(probe, "attributes", None) or {}) == {"llmtrace.probe": ("x",)}
-                and getattr(probe, "status", None) is STATUS_OK
-            ):
-                kinds = (probe.__class__, store.__class__)
-    except Exception:
-        logger.debug("llmtrace: attributes go through set_attributes", exc_info=True)
-    _direct_store = kinds
-    return kinds
 
 
 class GatheredAttributes:

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import llmtrace
+from llmtrace._attached import attach, detach
 from llmtrace.exporters.file import OTLPJsonFileExporter
 
 DEFAULT_SERVICE_NAME = "llmtrace-bench"
@@ -55,7 +56,7 @@ class RunTraceFile:
             raise RuntimeError("no SDK TracerProvider to attach the run's trace file to")
         self._provider = provider
         self._processor = BatchSpanProcessor(OTLPJsonFileExporter(self.path))
-        provider.add_span_processor(self._processor)
+        attach(provider, self._processor)
         return self
 
     def flush(self) -> None:
@@ -70,13 +71,4 @@ class RunTraceFile:
             return
         processor.force_flush()
         processor.shutdown()
-        _detach(self._provider, processor)
-
-
-def _detach(provider: TracerProvider | None, processor: SpanProcessor) -> None:
-    # The SDK has no public way to remove a processor; without this, a later run's spans would
-    # also land in this run's file.
-    multi = getattr(provider, "_active_span_processor", None)
-    processors = getattr(multi, "_span_processors", None)
-    if isinstance(processors, tuple) and processor in processors:
-        multi._span_processors = tuple(p for p in processors if p is not processor)  # type: ignore[union-attr]
+        detach(self._provider, processor)

@@ -316,5 +316,17 @@ def run(args: argparse.Namespace) -> int:
                 check_jaeger(args.jaeger, trace_id, findings)
             else:
                 findings.note("Pass --jaeger http://localhost:16686 to check it arrives there.")
+    print_fast_paths()
     print("All checks passed." if not findings.failed else "Some checks failed.")
     return 1 if findings.failed else 0
+
+
+def print_fast_paths() -> None:
+    """Which shortcuts past other libraries' public APIs this process takes, and why (never a
+    failure: each has a public fallback)."""
+    from llmtrace import _compat
+
+    print("Fast paths (LLMTRACE_FAST_PATHS):")
+    for name in _compat.FAST_PATHS:
+        taken, why = _compat.state(name)
+        print(f"  {'on ' if taken else 'off'}   {name}: {why}")

@@ -27,6 +27,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from llmtrace import _compat
+
 logger = logging.getLogger("llmtrace")
 
 
@@ -159,18 +161,5 @@ class CountingProcessor(SpanProcessor):
             delivered=exporter.delivered,
             failed=exporter.failed,
             refused_after_deadline=exporter.refused,
-            queued=_queued(self.inner),
+            queued=_compat.queued_spans(self.inner),
         )
-
-
-def _queued(processor: SpanProcessor) -> int | None:
-    # The SDK keeps its batch queue private (a deque in ``_batch_processor._queue`` since 1.32,
-    # ``queue`` before); when neither is there the split between "queued" and "dropped" is unknown.
-    inner = getattr(processor, "_batch_processor", processor)
-    queue = getattr(inner, "_queue", None)
-    if queue is None:
-        queue = getattr(processor, "queue", None)
-    try:
-        return len(queue) if queue is not None else None
-    except TypeError:
-        return None

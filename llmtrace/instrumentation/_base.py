@@ -30,10 +30,13 @@ from typing import Any
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import (
+    is_http_instrumentation_enabled,
+    is_instrumentation_enabled,
+)
 from opentelemetry.trace import Span, Tracer
-from opentelemetry.trace.propagation import _SPAN_KEY
 
-from llmtrace import config, semconv
+from llmtrace import _compat, _context_keys, config, semconv
 from llmtrace.options import settings
 
 logger = logging.getLogger("llmtrace.instrumentation")
@@ -48,37 +51,36 @@ _MARK = "_self_llmtrace_wrapper"
 # Set by OpenTelemetry's span and metric processors while they export, and by
 # ``opentelemetry.instrumentation.utils.suppress_instrumentation()``; the HTTP key by
 # instrumentations that own the HTTP call below them (and ``suppress_http_instrumentation()``).
-_SUPPRESS_KEY: str = getattr(
-    otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation"
+# Found through the public API (see llmtrace._context_keys); the second key of each pair is
+# the first again when the setter sets one.
+_KEYS_FOUND = bool(_context_keys.SUPPRESS and _context_keys.SUPPRESS_HTTP and _context_keys.SPAN)
+_SUPPRESS_KEY, _SUPPRESS_PLAIN_KEY = (
+    (*_context_keys.SUPPRESS, "", "")[:2] if _KEYS_FOUND else ("", "")
 )
-_SUPPRESS_HTTP_KEY: str = getattr(
-    otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", "suppress_http_instrumentation"
-)
+_SUPPRESS_PLAIN_KEY = _SUPPRESS_PLAIN_KEY or _SUPPRESS_KEY
+_SUPPRESS_HTTP_KEY = _context_keys.SUPPRESS_HTTP[0] if _KEYS_FOUND else ""
+_SPAN_KEY = _context_keys.SPAN or ""
 
-
-def _context_variable() -> ContextVar[otel_context.Context] | None:
-    """The context variable OpenTelemetry keeps the current context in, when its runtime context
-    is the default one (``contextvars``): read and set directly, it costs one C call where
-    ``otel_context.get_current()``, ``attach`` and ``detach`` cost two Python calls each, and a
-    model call asks several times."""
-    try:
-        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
-
-        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
-        variable = getattr(runtime, "_current_context", None)
-        if type(runtime) is ContextVarsRuntimeContext and isinstance(variable, ContextVar):
-            return variable
-    except Exception:
-        logger.debug("llmtrace: OpenTelemetry's context read through its API", exc_info=True)
-    return None
-
-
-_CONTEXT = _context_variable()
+# The context variable OpenTelemetry keeps the current context in, when the fast path may read
+# it (see llmtrace._compat.context_variable); None: its public API.
+_CONTEXT = _compat.context_variable()
 
 # The current OpenTelemetry context (``otel_context.get_current()``, for less).
 current_context: Callable[[], otel_context.Context] = (
     _CONTEXT.get if _CONTEXT is not None else otel_context.get_current
 )
+
+
+def _suppressed(current: otel_context.Context) -> bool:
+    if _KEYS_FOUND:
+        return bool(current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_PLAIN_KEY))
+    return not is_instrumentation_enabled()
+
+
+def _http_suppressed(current: otel_context.Context) -> bool:
+    if _KEYS_FOUND:
+        return bool(current.get(_SUPPRESS_HTTP_KEY))
+    return not is_http_instrumentation_enabled()
 
 
 def should_trace() -> bool:
@@ -93,7 +95,12 @@ def should_trace() -> bool:
     if config.drop_all:
         return False
     current = current_context()
-    return not current.get(_SUPPRESS_KEY) and (config.record_unsampled or _parent_allows(current))
+    if _KEYS_FOUND:
+        if current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_PLAIN_KEY):
+            return False
+    elif _suppressed(current):
+        return False
+    return config.record_unsampled or _parent_allows(current)
 
 
 def traceable_context() -> otel_context.Context | None:
@@ -102,7 +109,7 @@ def traceable_context() -> otel_context.Context | None:
     if config.drop_all:
         return None
     current = current_context()
-    if current.get(_SUPPRESS_KEY) or not (config.record_unsampled or _parent_allows(current)):
+    if _suppressed(current) or not (config.record_unsampled or _parent_allows(current)):
         return None
     return current
 
@@ -114,8 +121,8 @@ def should_trace_http() -> bool:
         return False
     current = current_context()
     return (
-        not current.get(_SUPPRESS_KEY)
-        and not current.get(_SUPPRESS_HTTP_KEY)
+        not _suppressed(current)
+        and not _http_suppressed(current)
         and (config.record_unsampled or _parent_allows(current))
     )
 
@@ -123,7 +130,9 @@ def should_trace_http() -> bool:
 def _parent_allows(current: otel_context.Context) -> bool:
     """No current span, or a sampled one (children of an unsampled span are never sampled)."""
     # (No typing.cast: it is a Python call at run time, on every model call.)
-    parent: Span | None = current.get(_SPAN_KEY)  # type: ignore[assignment]
+    parent: Span | None = (
+        current.get(_SPAN_KEY) if _SPAN_KEY else trace.get_current_span(current)  # type: ignore[assignment]
+    )
     if parent is None:
         return True
     parent_context = parent.get_span_context()
@@ -133,7 +142,7 @@ def _parent_allows(current: otel_context.Context) -> bool:
 def is_suppressed() -> bool:
     """True while OpenTelemetry suppresses instrumentation (an export in progress, or asked)."""
     current = current_context()
-    return bool(current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_HTTP_KEY))
+    return _suppressed(current) or _http_suppressed(current)
 
 
 def is_wrapped_by_llmtrace(value: object) -> bool:
@@ -387,7 +396,7 @@ def enter_model_call(call: ModelCall) -> InFlight:
     """Make ``call`` (and its span) current while the SDK sends the request, never across a yield;
     :func:`leave_model_call` undoes it. (Two plain calls, not a context manager: they run on every
     model call, and a generator-based context manager costs more than the work it wraps.)"""
-    if _CONTEXT is None:
+    if _CONTEXT is None or not _SPAN_KEY:
         return (
             _current_model_call.set(call),
             otel_context.attach(trace.set_span_in_context(call.span)),
@@ -399,7 +408,7 @@ def enter_model_call(call: ModelCall) -> InFlight:
 
 
 def leave_model_call(tokens: InFlight) -> None:
-    if _CONTEXT is None:
+    if _CONTEXT is None or not _SPAN_KEY:
         otel_context.detach(tokens[1])
     else:
         try:

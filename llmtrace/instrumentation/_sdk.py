@@ -30,10 +30,11 @@ from typing import Any, Protocol, TypeVar
 
 import wrapt
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.sdk.trace import Tracer as SDKTracer
 from opentelemetry.trace import Span, SpanKind
 
-from llmtrace import semconv
+from llmtrace import _compat, semconv
 from llmtrace._safety import log_once
 from llmtrace.instrumentation._base import (
     ModelCall,
@@ -298,13 +299,6 @@ def start_planned_call(
 # taken for the new one's.
 _last_sampler: tuple[Any, bool, int] = (None, False, 0)
 _sampler_generation = 0
-_PARENT_BASED_DELEGATES = (
-    "_root",
-    "_remote_parent_sampled",
-    "_remote_parent_not_sampled",
-    "_local_parent_sampled",
-    "_local_parent_not_sampled",
-)
 
 
 def forget_sampler() -> None:
@@ -316,14 +310,16 @@ def forget_sampler() -> None:
 
 
 def _attribute_blind(tracer: Any) -> bool:
-    # The SDK's tracer keeps its sampler where it is read here (two getattr calls with defaults
-    # cost more than the rest, on every model call); a proxy tracer (taken before the provider
-    # was set) follows the real one in ``_tracer``.
+    # The SDK's tracer keeps its sampler in its public ``sampler`` (two getattr calls with
+    # defaults cost more than the rest, on every model call); another tracer (the API's proxy,
+    # taken before the provider was set) makes its spans with the global provider's.
     sampler: Any
     if tracer.__class__ is SDKTracer:
         sampler = tracer.sampler
+    elif isinstance(tracer, trace.ProxyTracer):
+        sampler = getattr(trace.get_tracer_provider(), "sampler", None)
     else:
-        sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)
+        sampler = getattr(tracer, "sampler", None)
     if sampler is None:
         return False
     global _last_sampler
@@ -343,10 +339,11 @@ def _attribute_blind(tracer: Any) -> bool:
                 break
             decider = inner
         blind = (sampling.StaticSampler, sampling.TraceIdRatioBased)
-        if isinstance(decider, sampling.ParentBased) and type(decider).should_sample is (
-            sampling.ParentBased.should_sample
-        ):
-            delegates = [getattr(decider, name, None) for name in _PARENT_BASED_DELEGATES]
+        if isinstance(decider, sampling.ParentBased):
+            # its delegates, when the fast path may read them (None: assume they read attributes)
+            delegates = _compat.parent_based_delegates(decider)
+            if delegates is None:
+                raise LookupError("the sampler's delegates are not known")
         else:
             delegates = [decider]
         # The SDK's own classes only: a subclass elsewhere may look at attributes.

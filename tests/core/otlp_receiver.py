@@ -33,6 +33,10 @@ class Received:
     paths: list[str] = field(default_factory=list)
     headers_by_path: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     """The request headers of every POST, by path (names in lower case)."""
+    metric_resources: list[tuple[str, list[str]]] = field(default_factory=list)
+    """Each metrics export's resources: (service.name, the names of the metrics under it)."""
+    span_services: list[tuple[str, str]] = field(default_factory=list)
+    """(service.name, span name) of every span."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -45,6 +49,13 @@ def _names(resources: Any, items: str) -> list[str]:
         for scope in getattr(resource, scopes_field)
         for item in getattr(scope, items)
     ]
+
+
+def _service(resource: Any) -> str:
+    for attribute in resource.resource.attributes:
+        if attribute.key == "service.name":
+            return str(attribute.value.string_value)
+    return ""
 
 
 class OTLPReceiver:
@@ -67,10 +78,20 @@ class OTLPReceiver:
                     if self.path.endswith("/v1/traces"):
                         request = ExportTraceServiceRequest.FromString(body)
                         received.span_names.extend(_names(request.resource_spans, "spans"))
+                        received.span_services.extend(
+                            (_service(resource), span.name)
+                            for resource in request.resource_spans
+                            for scope in resource.scope_spans
+                            for span in scope.spans
+                        )
                         answer = ExportTraceServiceResponse().SerializeToString()
                     elif self.path.endswith("/v1/metrics"):
                         metrics = ExportMetricsServiceRequest.FromString(body)
                         received.metric_names.extend(_names(metrics.resource_metrics, "metrics"))
+                        received.metric_resources.extend(
+                            (_service(resource), _names([resource], "metrics"))
+                            for resource in metrics.resource_metrics
+                        )
                         answer = ExportMetricsServiceResponse().SerializeToString()
                     else:
                         self.send_response(404)

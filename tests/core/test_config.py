@@ -163,10 +163,10 @@ def test_bad_configuration_raises_config_error_naming_value_and_accepted(
 
 def _exporting_processors(provider) -> list[object]:
     # The request-context processor is added once per provider and stays: it exports nothing.
+    from llmtrace._attached import attached
     from llmtrace.request_context import RequestContextProcessor
 
-    processors = provider._active_span_processor._span_processors
-    return [p for p in processors if not isinstance(p, RequestContextProcessor)]
+    return [p for p in attached(provider) if not isinstance(p, RequestContextProcessor)]
 
 
 def test_reuses_the_applications_provider_and_is_idempotent(spans, provider, tmp_path):

@@ -159,3 +159,47 @@ def test_metrics_get_their_own_headers_and_spans_theirs(tmp_path):
     assert {h.get("x-signal") for h in by_path["/v1/metrics"]} == {"metrics"}
     # a signal's own variable replaces the generic one, as in the SDK
     assert all("x-common" not in h for hs in by_path.values() for h in hs)
+
+
+def test_init_after_shutdown_gives_spans_and_metrics_the_new_service_name(tmp_path):
+    # llmtrace's providers are set once; their resource answers with the latest init()'s
+    # attributes (public API only), the request histograms joined under that same resource.
+    with OTLPReceiver() as receiver:
+        result = run_script(
+            """
+            import llmtrace
+            from llmtrace.metrics import record_model_call
+
+            @llmtrace.workflow
+            def answer():
+                with llmtrace.span("look", stage="retrieval"):
+                    return 42
+
+            for name in ("first", "second"):
+                llmtrace.init(service_name=name, exporter="otlp", instrument=False)
+                record_model_call({"gen_ai.request.model": "m"}, 0.5)
+                answer()
+                llmtrace.force_flush()
+                llmtrace.shutdown()
+            """,
+            tmp_path,
+            env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            },
+        )
+        assert result.returncode == 0, result.stderr
+        received = receiver.received
+    assert sorted(received.span_services) == [
+        ("first", "answer"),
+        ("first", "look"),
+        ("second", "answer"),
+        ("second", "look"),
+    ]
+    # The meter provider outlives shutdown() (its points are exported at exit): what it exports
+    # after the second init() is under the second service, in one resource with the request
+    # histograms joined to the SDK's own metrics (the GenAI client duration).
+    assert received.metric_resources
+    for service, names in received.metric_resources:
+        assert service == "second"
+        assert {"llmtrace.request.stage.duration", "gen_ai.client.operation.duration"} <= set(names)

@@ -65,8 +65,9 @@ def test_init_breaks_requests_down_on_the_applications_providers(
     finally:
         llmtrace.shutdown()
     assert config.request_metrics_processor() is None
-    processors = provider._active_span_processor._span_processors  # type: ignore[attr-defined]
-    assert processor not in processors
+    from llmtrace._attached import attached
+
+    assert processor not in attached(provider)
 
 
 @pytest.mark.parametrize("asked", [None, False])
