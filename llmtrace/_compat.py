@@ -125,6 +125,16 @@ FAST_PATHS: dict[str, FastPath] = {
             "model spans start with their attributes under a ParentBased sampler",
         ),
         FastPath(
+            "meter-global",
+            "opentelemetry-api",
+            "1.30.0",
+            "1.45",
+            "opentelemetry.metrics._internal._METER_PROVIDER: whether a MeterProvider is set "
+            "yet, read where the API keeps it (its getter reads the environment each time none "
+            "is), on every model call and stream end",
+            "opentelemetry.metrics.get_meter_provider()",
+        ),
+        FastPath(
             "proxy-meter-provider",
             "opentelemetry-api",
             "1.30.0",
@@ -583,3 +593,26 @@ def span_fields() -> SpanFields | None:
     except Exception:
         logger.debug("llmtrace: spans read through their properties", exc_info=True)
         return None
+
+
+# --- meter-global -----------------------------------------------------------------------------
+
+
+def no_global_meter_provider() -> Callable[[], bool] | None:
+    """``meter-global``: a check that the metrics API has no global provider set yet, one
+    attribute read; None when the fast path is off, the API keeps its provider elsewhere, or
+    ``OTEL_PYTHON_METER_PROVIDER`` names one (the API's getter loads it on first use; read once,
+    as the API reads it once). While it answers False the caller asks the public getter."""
+    if not enabled("meter-global") or "OTEL_PYTHON_METER_PROVIDER" in os.environ:
+        return None
+    try:
+        from opentelemetry.metrics import _internal as metrics_api
+    except ImportError:
+        return None
+    if not hasattr(metrics_api, "_METER_PROVIDER"):
+        return None
+
+    def unset() -> bool:
+        return metrics_api._METER_PROVIDER is None
+
+    return unset

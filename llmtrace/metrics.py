@@ -117,6 +117,9 @@ def _get() -> _Instruments:
 _provider_seen = False
 # The provider the API answered with while none was set (its placeholder), once found to be one.
 _placeholder: object = None
+# Whether the API has no global provider yet, read where it keeps it (the ``meter-global`` fast
+# path, see llmtrace._compat.no_global_meter_provider); None: ask its getter.
+_no_global_provider = _compat.no_global_meter_provider()
 
 
 def meter_provider_set() -> bool:
@@ -125,6 +128,8 @@ def meter_provider_set() -> bool:
     global _provider_seen, _placeholder
     if _provider_seen or _given_meter_provider is not None:
         return True
+    if _no_global_provider is not None and _no_global_provider():
+        return False
     provider = metrics.get_meter_provider()
     if provider is _placeholder:
         return False

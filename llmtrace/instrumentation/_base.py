@@ -109,7 +109,13 @@ def traceable_context() -> otel_context.Context | None:
     if config.drop_all:
         return None
     current = current_context()
-    if _suppressed(current) or not (config.record_unsampled or _parent_allows(current)):
+    # (_suppressed inlined: this runs on every model call)
+    if _KEYS_FOUND:
+        if current.get(_SUPPRESS_KEY) or current.get(_SUPPRESS_PLAIN_KEY):
+            return None
+    elif _suppressed(current):
+        return None
+    if not (config.record_unsampled or _parent_allows(current)):
         return None
     return current
 
@@ -120,11 +126,17 @@ def should_trace_http() -> bool:
     if config.drop_all:
         return False
     current = current_context()
-    return (
-        not _suppressed(current)
-        and not _http_suppressed(current)
-        and (config.record_unsampled or _parent_allows(current))
-    )
+    if _KEYS_FOUND:
+        # (_suppressed and _http_suppressed inlined: this runs on every HTTP request)
+        if (
+            current.get(_SUPPRESS_KEY)
+            or current.get(_SUPPRESS_PLAIN_KEY)
+            or current.get(_SUPPRESS_HTTP_KEY)
+        ):
+            return False
+    elif _suppressed(current) or _http_suppressed(current):
+        return False
+    return config.record_unsampled or _parent_allows(current)
 
 
 def _parent_allows(current: otel_context.Context) -> bool:
