@@ -23,6 +23,8 @@ pyproject.toml, tested at both ends by ``make test-min-deps`` and ``make test-ne
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
 import re
@@ -175,11 +177,38 @@ def _switches() -> tuple[str, set[str]]:
     return mode, off
 
 
+# Where a distribution states its own version, read without a search of the installed
+# distributions' metadata (which takes tens of milliseconds in a large environment).
+_VERSION_MODULES = {
+    "opentelemetry-api": "opentelemetry.version",
+    "opentelemetry-sdk": "opentelemetry.sdk.version",
+}
+
+
+@functools.cache
 def installed(distribution: str) -> str | None:
+    """The installed release of ``distribution`` (None when it is not installed)."""
+    module = _VERSION_MODULES.get(distribution)
+    if module is not None:
+        try:
+            version = getattr(importlib.import_module(module), "__version__", None)
+            if isinstance(version, str):
+                return version
+        except ImportError:
+            pass
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def prepare() -> None:
+    """Decide every fast path and run the probes now (``init()`` calls this), so that the first
+    traced request does not pay for them inside its spans."""
+    for name in FAST_PATHS:
+        enabled(name)
+    if _direct_store is None:
+        _probe_direct_store()
 
 
 _decided: dict[str, bool] = {}

@@ -363,6 +363,13 @@ def init(
             _install_metrics(s, resource, request_options)
         _request_metrics = _install_request_metrics(provider, request_options, wants_unsampled)
         record_unsampled = wants_unsampled and provider is _owned_provider
+        # The fast paths decided and probed here, not inside the first request's spans.
+        try:
+            from llmtrace import _compat
+
+            _compat.prepare()
+        except Exception:
+            logger.debug("llmtrace: fast paths not prepared", exc_info=True)
         _activate(s)
         drop_all = (
             provider is _owned_provider
