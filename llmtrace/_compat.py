@@ -346,7 +346,7 @@ class RequestMetricsReader(PeriodicExportingMetricReader):
 PLAIN_VALUES = frozenset((str, int, float, bool))
 _SEQUENCES = frozenset((list, tuple))
 _PLAIN_OR_SEQUENCE = PLAIN_VALUES | _SEQUENCES
-_STATUS_OK = Status(StatusCode.OK)
+STATUS_OK = Status(StatusCode.OK)
 # (span class, attribute store class) this SDK is known to take values into directly; None
 # until the first call decides, False when it does not.
 _direct_store: tuple[type, type] | bool | None = None
@@ -404,7 +404,7 @@ def store_attributes(
         if values:
             store._dict.update(values)
         if ok:
-            sdk_span._status = _STATUS_OK
+            sdk_span._status = STATUS_OK
         return True
     finally:
         lock.release()
@@ -448,11 +448,11 @@ def _probe_direct_store() -> tuple[type, type] | bool:
                 and isinstance(getattr(probe, "_status", None), Status)
             ):
                 store._dict.update({"llmtrace.probe": ("x",)})
-                probe._status = _STATUS_OK
+                probe._status = STATUS_OK
                 probe.end()
                 if (
                     dict(getattr(probe, "attributes", None) or {}) == {"llmtrace.probe": ("x",)}
-                    and getattr(probe, "status", None) is _STATUS_OK
+                    and getattr(probe, "status", None) is STATUS_OK
                 ):
                     kinds = (probe.__class__, store.__class__)
     except Exception:

@@ -27,17 +27,24 @@ from opentelemetry.instrumentation.utils import (
 logger = logging.getLogger(__name__)
 
 
+def _added_keys(before: Context, after: object) -> tuple[str, ...]:
+    """The keys ``after`` (a context) has that ``before`` has not; none when ``after`` is not a
+    dict of string keys."""
+    if not isinstance(after, dict):
+        return ()
+    keys = tuple(key for key in after if key not in before)
+    return keys if all(isinstance(key, str) for key in keys) else ()
+
+
 def _added_key(make: Callable[[Context], object]) -> str | None:
+    """The one key ``make`` (a public setter) adds to an empty context."""
     try:
-        before = Context()
-        after = make(before)
-        if isinstance(after, dict):
-            added = [key for key in after if key not in before]
-            if len(added) == 1 and isinstance(added[0], str):
-                return added[0]
+        empty = Context()
+        keys = _added_keys(empty, make(empty))
+        return keys[0] if len(keys) == 1 else None
     except Exception:
         logger.debug("llmtrace: a context key could not be found", exc_info=True)
-    return None
+        return None
 
 
 def _keys_while(manager: Callable[[], Any]) -> tuple[str, ...]:
@@ -49,15 +56,12 @@ def _keys_while(manager: Callable[[], Any]) -> tuple[str, ...]:
         token = otel_context.attach(empty)
         try:
             with manager():
-                inside = otel_context.get_current()
+                return _added_keys(empty, otel_context.get_current())
         finally:
             otel_context.detach(token)
-        keys = tuple(key for key in inside if key not in empty)
-        if keys and all(isinstance(key, str) for key in keys):
-            return keys
     except Exception:
         logger.debug("llmtrace: the suppression keys could not be found", exc_info=True)
-    return ()
+        return ()
 
 
 SPAN: str | None = _added_key(lambda empty: trace.set_span_in_context(trace.INVALID_SPAN, empty))

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import wrapt
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from llmtrace import _compat, semconv
 from llmtrace._safety import log_once
@@ -94,7 +94,7 @@ class NullParser:
 
 
 # Immutable, so one instance serves every call that ends well.
-STATUS_OK = Status(StatusCode.OK)
+STATUS_OK = _compat.STATUS_OK
 
 
 class StreamRecorder:

@@ -51,14 +51,14 @@ _MARK = "_self_llmtrace_wrapper"
 # Set by OpenTelemetry's span and metric processors while they export, and by
 # ``opentelemetry.instrumentation.utils.suppress_instrumentation()``; the HTTP key by
 # instrumentations that own the HTTP call below them (and ``suppress_http_instrumentation()``).
-# Found through the public API (see llmtrace._context_keys); the second key of each pair is
-# the first again when the setter sets one.
+# Found through the public API (see llmtrace._context_keys); the plain key is the first again
+# when the setter sets one.
 _KEYS_FOUND = bool(_context_keys.SUPPRESS and _context_keys.SUPPRESS_HTTP and _context_keys.SPAN)
-_SUPPRESS_KEY, _SUPPRESS_PLAIN_KEY = (
-    (*_context_keys.SUPPRESS, "", "")[:2] if _KEYS_FOUND else ("", "")
+_SUPPRESS_KEY, _SUPPRESS_PLAIN_KEY, _SUPPRESS_HTTP_KEY = (
+    (_context_keys.SUPPRESS[0], _context_keys.SUPPRESS[-1], _context_keys.SUPPRESS_HTTP[0])
+    if _KEYS_FOUND
+    else ("", "", "")
 )
-_SUPPRESS_PLAIN_KEY = _SUPPRESS_PLAIN_KEY or _SUPPRESS_KEY
-_SUPPRESS_HTTP_KEY = _context_keys.SUPPRESS_HTTP[0] if _KEYS_FOUND else ""
 _SPAN_KEY = _context_keys.SPAN or ""
 
 # The context variable OpenTelemetry keeps the current context in, when the fast path may read
