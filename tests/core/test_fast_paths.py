@@ -178,14 +178,27 @@ def _spans(trace_file: Path) -> list[object]:
     return sorted(shaped, key=json.dumps)
 
 
+# Which of a request's calls is its main one depends on their timing, and with it the model a
+# request is labelled with and whether it has a time to first token (the main call streamed).
+_TIMING_DEPENDENT_METRICS = {"llmtrace.request.time_to_first_token"}
+
+
 def _points(points: list[list]) -> dict[str, int]:
-    """Metric points summed by name and attributes, the request's model left out: which of a
-    request's calls is its main one (the model it is labelled with) depends on their timing."""
+    """Metric points summed by name and attributes, what depends on which call is a request's
+    main one left out (see _TIMING_DEPENDENT_METRICS)."""
     summed: dict[str, int] = {}
     for name, attributes, count in points:
+        if name in _TIMING_DEPENDENT_METRICS:
+            continue
         key = json.dumps([name, [pair for pair in attributes if pair[0] != "gen_ai.request.model"]])
         summed[key] = summed.get(key, 0) + (count if count is not None else 1)
     return summed
+
+
+def _below_the_suite() -> None:
+    # These runs add a busy process beside the suite's own workers: at the lowest priority they
+    # do not slow the suite's timing checks (a 0.3 s retrieval read 0.33-0.37 s beside them).
+    os.nice(19)
 
 
 def _run_app(tmp_path: Path, base: str, switch: str) -> tuple[dict, list[object]]:
@@ -194,6 +207,7 @@ def _run_app(tmp_path: Path, base: str, switch: str) -> tuple[dict, list[object]
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     result = subprocess.run(
         [sys.executable, "-c", _APP, base, str(trace_file)],
+        preexec_fn=_below_the_suite,
         capture_output=True,
         text=True,
         env=env,
@@ -244,6 +258,7 @@ def test_the_core_checks_pass_with_every_fast_path_off(tmp_path):
     env = {**os.environ, _compat.ENVIRONMENT: "off"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *_CORE_CHECKS],
+        preexec_fn=_below_the_suite,
         capture_output=True,
         text=True,
         env=env,
