@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._peers import callgrind_start_library, instructions_of
 from llmtrace.instrumentation import registry
-from llmtrace.instrumentation.openai import ChatChunkParser
-from llmtrace.streaming import StreamRecorder, TracedStream
+from llmtrace.instrumentation.providers.openai import ChatChunkParser
+from llmtrace.sdk.streaming import StreamRecorder, TracedStream
 from tests.servers.model_server import Behaviour, ModelServer
 
 MESSAGES = [{"role": "user", "content": "Say hello"}]

@@ -10,7 +10,7 @@ Both sampled variants use the same SDK TracerProvider with a no-op exporter, so 
 compare the wrappers, not the export. Each figure is the best of several repeats (the least
 disturbed by other work on a shared machine).
 
-Then the request breakdown at the source (``llmtrace.request_metrics``), on a RAG-like request
+Then the request breakdown at the source (``llmtrace.sdk.request_metrics``), on a RAG-like request
 of seven spans exported through a batch processor and the OTLP encoder: the processor's added
 CPU time per request and per span (over the CPU time the request's spans cost without it), where
 it goes (the breakdown, the histogram points), the same with the points recorded through the
@@ -199,8 +199,8 @@ def _pipeline(
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
-    from llmtrace._compat import RequestMetricsReader
-    from llmtrace.request_metrics import (
+    from llmtrace.sdk._compat import RequestMetricsReader
+    from llmtrace.sdk.request_metrics import (
         RecordUnsampled,
         RequestMetricsProcessor,
         request_histograms,
@@ -337,7 +337,7 @@ def request_breakdown(requests: int) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from llmtrace.request_metrics import figures, hold
+    from llmtrace.sdk.request_metrics import figures, hold
 
     spans_only, _ = _pipeline(False)
     with_breakdown, processor = _pipeline(True)
@@ -417,7 +417,7 @@ def request_breakdown(requests: int) -> None:
         # no exporter: without the processor the ended children are freed at once
         provider = TracerProvider()
         if held:
-            from llmtrace.request_metrics import RequestMetricsProcessor
+            from llmtrace.sdk.request_metrics import RequestMetricsProcessor
 
             provider.add_span_processor(RequestMetricsProcessor())
         tracer = provider.get_tracer("bench")

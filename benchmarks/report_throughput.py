@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llmtrace.exporters.otlp_json import any_value
+from llmtrace.sdk.exporters.otlp_json import any_value
 
 SPANS_PER_TRACE = 10
 BATCH = 512

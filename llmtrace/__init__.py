@@ -22,9 +22,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmtrace._safety import internal_failures
-    from llmtrace.config import delivery_stats, force_flush, init, shutdown
-    from llmtrace.decorators import (
+    from llmtrace.errors import ConfigError, LLMTraceError
+    from llmtrace.options import settings
+    from llmtrace.sdk._safety import internal_failures
+    from llmtrace.sdk.config import delivery_stats, force_flush, init, shutdown
+    from llmtrace.sdk.decorators import (
         SpanDecorator,
         embedding,
         llm,
@@ -38,37 +40,35 @@ if TYPE_CHECKING:
         tool,
         workflow,
     )
-    from llmtrace.errors import ConfigError, LLMTraceError
-    from llmtrace.options import settings
-    from llmtrace.request_context import RequestContext, context, current_trace_id, trace_url
+    from llmtrace.sdk.request_context import RequestContext, context, current_trace_id, trace_url
     from llmtrace.semconv import STAGES
 
 # Where each lazily imported public name is defined.
 _LAZY_NAMES: dict[str, str] = {
-    "delivery_stats": "llmtrace.config",
-    "internal_failures": "llmtrace._safety",
-    "force_flush": "llmtrace.config",
-    "init": "llmtrace.config",
-    "shutdown": "llmtrace.config",
-    "SpanDecorator": "llmtrace.decorators",
-    "embedding": "llmtrace.decorators",
-    "llm": "llmtrace.decorators",
-    "mark_first_token": "llmtrace.decorators",
-    "record_usage": "llmtrace.decorators",
-    "rerank": "llmtrace.decorators",
-    "retrieval": "llmtrace.decorators",
-    "set_attributes": "llmtrace.decorators",
-    "span": "llmtrace.decorators",
-    "stage": "llmtrace.decorators",
-    "tool": "llmtrace.decorators",
-    "workflow": "llmtrace.decorators",
+    "delivery_stats": "llmtrace.sdk.config",
+    "internal_failures": "llmtrace.sdk._safety",
+    "force_flush": "llmtrace.sdk.config",
+    "init": "llmtrace.sdk.config",
+    "shutdown": "llmtrace.sdk.config",
+    "SpanDecorator": "llmtrace.sdk.decorators",
+    "embedding": "llmtrace.sdk.decorators",
+    "llm": "llmtrace.sdk.decorators",
+    "mark_first_token": "llmtrace.sdk.decorators",
+    "record_usage": "llmtrace.sdk.decorators",
+    "rerank": "llmtrace.sdk.decorators",
+    "retrieval": "llmtrace.sdk.decorators",
+    "set_attributes": "llmtrace.sdk.decorators",
+    "span": "llmtrace.sdk.decorators",
+    "stage": "llmtrace.sdk.decorators",
+    "tool": "llmtrace.sdk.decorators",
+    "workflow": "llmtrace.sdk.decorators",
     "ConfigError": "llmtrace.errors",
     "LLMTraceError": "llmtrace.errors",
     "settings": "llmtrace.options",
-    "RequestContext": "llmtrace.request_context",
-    "context": "llmtrace.request_context",
-    "current_trace_id": "llmtrace.request_context",
-    "trace_url": "llmtrace.request_context",
+    "RequestContext": "llmtrace.sdk.request_context",
+    "context": "llmtrace.sdk.request_context",
+    "current_trace_id": "llmtrace.sdk.request_context",
+    "trace_url": "llmtrace.sdk.request_context",
     "STAGES": "llmtrace.semconv",
 }
 

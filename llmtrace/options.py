@@ -437,7 +437,7 @@ def metrics_endpoint(s: Settings) -> str | None:
     return s.metrics_endpoint or _signal_url(s.endpoint, "/v1/metrics")
 
 
-# --- request metrics (llmtrace.request_metrics) -----------------------------------------------
+# --- request metrics (llmtrace.sdk.request_metrics) -----------------------------------------------
 # init(request_metrics=, request_metrics_unsampled=) and these environment variables; the
 # limits and the histogram kind are environment variables only.
 ENV_ENABLED = "LLMTRACE_REQUEST_METRICS"

@@ -145,13 +145,13 @@ BENCH_WARMUP: Final = "llmtrace.bench.warmup"
 # Instrumentation scope name used for every tracer and meter llmtrace creates.
 SCOPE_NAME: Final = "llmtrace"
 
-# --- Ollama (llmtrace.instrumentation.ollama) -------------------------------------------------
+# --- Ollama (llmtrace.instrumentation.providers.ollama) -------------------------------------------------
 GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
 # Server-reported time spent loading the model before the request could run (seconds; Ollama's
 # load_duration). Part of the server's time to first token; the report counts it as stage load.
 SERVER_LOAD_TIME: Final = "llmtrace.server.load_time"
 
-# --- Cohere (llmtrace.instrumentation.cohere) -------------------------------------------------
+# --- Cohere (llmtrace.instrumentation.providers.cohere) -------------------------------------------------
 # A rerank call to a provider's API (no GenAI operation name exists for it yet).
 OP_RERANK: Final = "rerank"
 # What the provider bills, when it differs from the tokens the model processed (Cohere reports
@@ -160,7 +160,7 @@ USAGE_BILLED_INPUT_TOKENS: Final = "llmtrace.usage.billed_input_tokens"
 USAGE_BILLED_OUTPUT_TOKENS: Final = "llmtrace.usage.billed_output_tokens"
 USAGE_BILLED_SEARCH_UNITS: Final = "llmtrace.usage.billed_search_units"
 
-# --- Amazon Bedrock (llmtrace.instrumentation.bedrock): OpenTelemetry's AWS names --------------
+# --- Amazon Bedrock (llmtrace.instrumentation.providers.bedrock): OpenTelemetry's AWS names --------------
 AWS_REQUEST_ID: Final = "aws.request_id"
 AWS_BEDROCK_GUARDRAIL_ID: Final = "aws.bedrock.guardrail.id"
 # What a guardrail did (Bedrock: NONE, GUARDRAIL_INTERVENED / INTERVENED), on a guardrail check's

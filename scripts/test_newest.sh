@@ -47,9 +47,9 @@ if [ "$(cat "$VENV/.key" 2>/dev/null)" != "$key" ]; then
 fi
 workers=${LLMTRACE_TEST_WORKERS:-$(n=$(nproc); echo $((n < 4 ? n : 4)))}
 log "core, instrumentation and analysis tests on the newest releases ($workers processes)"
-# The fast paths past other libraries' public APIs (llmtrace/_compat.py) run on these releases
+# The fast paths past other libraries' public APIs (llmtrace/sdk/_compat.py) run on these releases
 # even where they are newer than the range verified: this job is what verifies them. Those past
-# their range are named; once this job passes, widen the range in llmtrace/_compat.py.
+# their range are named; once this job passes, widen the range in llmtrace/sdk/_compat.py.
 PYTHONPATH=$ROOT "$VENV/bin/python" -c '
 from llmtrace import _compat
 for name, path in _compat.FAST_PATHS.items():

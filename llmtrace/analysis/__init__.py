@@ -1,5 +1,5 @@
 """Trace analysis: read OTLP JSON traces, break each down by stage, summarise, compare.
 
 ``sources.load_traces`` → ``report.build_report`` → ``compare.compare``; renderers live in
-``llmtrace.render``.
+``llmtrace.analysis.render``.
 """

@@ -1,6 +1,6 @@
 """The stage table from Prometheus: the request metrics every replica exported, summed.
 
-``llmtrace.request_metrics`` records, per request, its duration and each stage's time on the
+``llmtrace.sdk.request_metrics`` records, per request, its duration and each stage's time on the
 critical path as histograms. Prometheus (through its OTLP receiver, or scraping a Collector)
 stores them as ``llmtrace_request_duration_seconds_*`` and
 ``llmtrace_request_stage_duration_seconds_*`` with the labels ``job`` (the service),

@@ -24,7 +24,7 @@ from opentelemetry.trace import Span, SpanKind
 from llmtrace import semconv
 from llmtrace.bench.questions import Question, QuestionSet
 from llmtrace.bench.targets import HTTPAnswer, Target
-from llmtrace.span_errors import record_error, record_error_code
+from llmtrace.sdk.span_errors import record_error, record_error_code
 
 Status_ = Literal["ok", "error", "timeout", "cancelled"]
 TIMEOUT_ERROR_TYPE = "timeout"

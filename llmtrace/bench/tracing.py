@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import llmtrace
-from llmtrace._attached import attach, detach
-from llmtrace.exporters.file import OTLPJsonFileExporter
+from llmtrace.sdk._attached import attach, detach
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 DEFAULT_SERVICE_NAME = "llmtrace-bench"
 

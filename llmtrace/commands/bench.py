@@ -198,12 +198,12 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from llmtrace.analysis.render.terminal import print_comparison, print_report
     from llmtrace.bench import reporting
     from llmtrace.bench.questions import load_questions
     from llmtrace.bench.runs import run_path, save_run
     from llmtrace.bench.tracing import DEFAULT_SERVICE_NAME, ensure_tracing
     from llmtrace.options import default_trace_file, settings
-    from llmtrace.render.terminal import print_comparison, print_report
 
     console = Console()
     questions = load_questions(args.questions)
@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         f"or llmtrace compare {saved} OTHER.json)"
     )
     if args.html:
-        from llmtrace.render.html import write_html
+        from llmtrace.analysis.render.html import write_html
 
         write_html(report, args.html)
         console.print(f"HTML report: {args.html}")

@@ -152,15 +152,15 @@ def run(args: argparse.Namespace) -> int:
     baseline, candidate = _reports(args)
     comparison = compare(baseline, candidate)
     if args.format == "json":
-        from llmtrace.render.json import comparison_json
+        from llmtrace.analysis.render.json import comparison_json
 
         sys.stdout.write(comparison_json(comparison) + "\n")
     else:
-        from llmtrace.render.terminal import print_comparison
+        from llmtrace.analysis.render.terminal import print_comparison
 
         print_comparison(comparison)
     if args.html:
-        from llmtrace.render.html import write_comparison_html
+        from llmtrace.analysis.render.html import write_comparison_html
 
         print(f"wrote {write_comparison_html(comparison, args.html)}", file=sys.stderr)
     if args.fail_if_slower:

@@ -324,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
 def print_fast_paths() -> None:
     """Which shortcuts past other libraries' public APIs this process takes, and why (never a
     failure: each has a public fallback)."""
-    from llmtrace import _compat
+    from llmtrace.sdk import _compat
 
     print("Fast paths (LLMTRACE_FAST_PATHS):")
     for name in _compat.FAST_PATHS:

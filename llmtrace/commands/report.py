@@ -165,7 +165,7 @@ def add_prometheus_arguments(
     parser.add_argument(
         "--prometheus",
         metavar="URL",
-        help="read the request metrics every replica exported (llmtrace.request_metrics) from "
+        help="read the request metrics every replica exported (llmtrace.sdk.request_metrics) from "
         f"this Prometheus (http://localhost:9090) instead of traces; {window}",
     )
     parser.add_argument("--route", help="with --prometheus: only requests of this route or root")
@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         print(f"llmtrace report: warning: {warning}", file=sys.stderr)
     if args.format == "json":
-        from llmtrace.render.json import report_json
+        from llmtrace.analysis.render.json import report_json
 
         text = report_json(report)
         if origin is not None:
@@ -333,14 +333,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text + "\n")
     elif args.format == "html":
-        from llmtrace.render.html import write_html
+        from llmtrace.analysis.render.html import write_html
 
         path = write_html(report, args.output or "report.html")
         print(f"wrote {path}", file=sys.stderr)
     else:
         from rich.console import Console
 
-        from llmtrace.render.terminal import print_report
+        from llmtrace.analysis.render.terminal import print_report
 
         if args.output:
             with open(args.output, "w", encoding="utf-8") as handle:
@@ -348,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_report(report)
     if args.html:
-        from llmtrace.render.html import write_html
+        from llmtrace.analysis.render.html import write_html
 
         print(f"wrote {write_html(report, args.html)}", file=sys.stderr)
     return 0

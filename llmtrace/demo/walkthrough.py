@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 
 from llmtrace.analysis.compare import Comparison, compare
+from llmtrace.analysis.render.html import write_html
+from llmtrace.analysis.render.terminal import print_comparison, print_report
 from llmtrace.analysis.report_model import Report
 from llmtrace.bench.execute import run_bench
 from llmtrace.bench.questions import QuestionSet
@@ -26,8 +28,6 @@ from llmtrace.demo.rag import RagService, RagSettings
 from llmtrace.demo.service import build_service
 from llmtrace.demo.verdict import verdict_lines
 from llmtrace.errors import CommandError
-from llmtrace.render.html import write_html
-from llmtrace.render.terminal import print_comparison, print_report
 
 SERVICE_NAME = "lumora-support"
 BASELINE_RUN = "demo-baseline"

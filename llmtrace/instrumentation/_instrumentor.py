@@ -1,6 +1,6 @@
 """The shape every llmtrace instrumentation has: a supported version range and a patch table.
 
-Kept apart from :mod:`llmtrace.instrumentation._base` (which the decorators import for the gate)
+Kept apart from :mod:`llmtrace.sdk.gate` (which the decorators import for the gate)
 so that ``import llmtrace`` does not load OpenTelemetry's instrumentation machinery.
 """
 
@@ -13,7 +13,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from llmtrace.instrumentation._base import Patches
+from llmtrace.sdk.gate import Patches
 
 
 def use_providers(tracer_provider: Any = None, meter_provider: Any = None) -> None:
@@ -22,11 +22,11 @@ def use_providers(tracer_provider: Any = None, meter_provider: Any = None) -> No
     share one tracer) then record there instead of on the global providers. Not given: nothing
     changes."""
     if tracer_provider is not None:
-        from llmtrace.instrumentation._base import use_tracer_provider
+        from llmtrace.sdk.gate import use_tracer_provider
 
         use_tracer_provider(tracer_provider)
     if meter_provider is not None:
-        from llmtrace.metrics import use_meter_provider
+        from llmtrace.sdk.metrics import use_meter_provider
 
         use_meter_provider(meter_provider)
 

@@ -28,29 +28,29 @@ logger = logging.getLogger(__name__)
 # changed its layout lists the modules to watch for, "|" between them: mistralai 2 is a namespace
 # package (an import hook on it never fires; one on ``mistralai.client`` does), mistralai 1 is not.
 INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
-    "openai": ("openai", "OpenAIInstrumentor", "openai"),
-    "anthropic": ("anthropic", "AnthropicInstrumentor", "anthropic"),
-    "httpx": ("httpx", "HTTPXInstrumentor", "httpx"),
-    "httpx2": ("httpx2", "HTTPX2Instrumentor", "httpx2"),
-    "requests": ("requests", "RequestsInstrumentor", "requests"),
+    "openai": ("providers.openai", "OpenAIInstrumentor", "openai"),
+    "anthropic": ("providers.anthropic", "AnthropicInstrumentor", "anthropic"),
+    "httpx": ("hops.httpx", "HTTPXInstrumentor", "httpx"),
+    "httpx2": ("hops.httpx2", "HTTPX2Instrumentor", "httpx2"),
+    "requests": ("hops.requests", "RequestsInstrumentor", "requests"),
     "chromadb": ("vectordb.chromadb", "ChromaInstrumentor", "chromadb"),
     "qdrant": ("vectordb.qdrant", "QdrantInstrumentor", "qdrant_client"),
     "faiss": ("vectordb.faiss", "FaissInstrumentor", "faiss"),
-    "langchain": ("langchain", "LangChainInstrumentor", "langchain_core"),
-    "threading": ("threads", "ThreadingInstrumentor", "threading"),
-    "litellm": ("litellm", "LiteLLMInstrumentor", "litellm"),
-    "llama_index": ("llama_index", "LlamaIndexInstrumentor", "llama_index.core"),
+    "langchain": ("frameworks.langchain", "LangChainInstrumentor", "langchain_core"),
+    "threading": ("hops.threads", "ThreadingInstrumentor", "threading"),
+    "litellm": ("frameworks.litellm", "LiteLLMInstrumentor", "litellm"),
+    "llama_index": ("frameworks.llama_index", "LlamaIndexInstrumentor", "llama_index.core"),
     "sentence_transformers": (
-        "sentence_transformers",
+        "vectordb.sentence_transformers",
         "SentenceTransformersInstrumentor",
         "sentence_transformers",
     ),
-    "google_genai": ("google_genai", "GoogleGenAIInstrumentor", "google.genai"),
-    "bedrock": ("bedrock", "BedrockInstrumentor", "botocore"),
-    "ollama": ("ollama", "OllamaInstrumentor", "ollama"),
-    "mistralai": ("mistralai", "MistralInstrumentor", "mistralai.client|mistralai"),
-    "cohere": ("cohere", "CohereInstrumentor", "cohere"),
-    "groq": ("groq", "GroqInstrumentor", "groq"),
+    "google_genai": ("providers.google_genai", "GoogleGenAIInstrumentor", "google.genai"),
+    "bedrock": ("providers.bedrock", "BedrockInstrumentor", "botocore"),
+    "ollama": ("providers.ollama", "OllamaInstrumentor", "ollama"),
+    "mistralai": ("providers.mistralai", "MistralInstrumentor", "mistralai.client|mistralai"),
+    "cohere": ("providers.cohere", "CohereInstrumentor", "cohere"),
+    "groq": ("providers.groq", "GroqInstrumentor", "groq"),
     "pgvector": ("vectordb.pgvector", "PgVectorInstrumentor", "psycopg"),
     "lancedb": ("vectordb.lancedb", "LanceDBInstrumentor", "lancedb"),
     "milvus": ("vectordb.milvus", "MilvusInstrumentor", "pymilvus"),
@@ -229,7 +229,7 @@ class LLMTraceInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        from llmtrace.request_context import install_when_used
+        from llmtrace.sdk.request_context import install_when_used
 
         # Under opentelemetry-instrument the distro set the provider: request context goes on it
         # (from the first context entered).

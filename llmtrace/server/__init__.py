@@ -3,7 +3,7 @@
 - ``LLMTraceMiddleware``: SERVER span per request, continuing the caller's trace; proxy queueing
   from ``X-Request-Start``.
 - ``bounded`` / ``bounded_sync``: ``queue``-stage spans around semaphore or lock acquisition.
-- ``llmtrace.server.timings``: timings a model server returns (llama.cpp, TGI, OpenAI) as
+- ``llmtrace.instrumentation.server_timings``: timings a model server returns (llama.cpp, TGI, OpenAI) as
   ``llmtrace.server.*`` attributes.
 """
 

@@ -33,9 +33,9 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
-from llmtrace.instrumentation._base import should_trace
+from llmtrace.sdk.gate import should_trace
+from llmtrace.sdk.span_errors import record_error, record_error_code
 from llmtrace.server.request_start import parse_request_start
-from llmtrace.span_errors import record_error, record_error_code
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

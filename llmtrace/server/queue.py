@@ -23,8 +23,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
-from llmtrace.instrumentation._base import should_trace
-from llmtrace.span_errors import record_error
+from llmtrace.sdk.gate import should_trace
+from llmtrace.sdk.span_errors import record_error
 
 DEFAULT_QUEUE_NAME = "semaphore"
 

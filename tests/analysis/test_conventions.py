@@ -13,10 +13,10 @@ from rich.console import Console
 from llmtrace.analysis import conventions
 from llmtrace.analysis.native import NativeTraces
 from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES, TABLE_ATTRIBUTES
+from llmtrace.analysis.render.html import render_html
+from llmtrace.analysis.render.terminal import print_report
 from llmtrace.analysis.report import build_report
 from llmtrace.analysis.sources import load_traces
-from llmtrace.render.html import render_html
-from llmtrace.render.terminal import print_report
 from tests.analysis.otlp_lines import MS, T0, attribute, otlp_span, request_line
 from tests.analysis.peer_shapes import (
     FIRST_TOKEN_MS,

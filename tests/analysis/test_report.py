@@ -7,9 +7,9 @@ import pytest
 from llmtrace import semconv as sc
 from llmtrace.analysis.collect import TraceList
 from llmtrace.analysis.model import KIND_CLIENT, TraceSet
+from llmtrace.analysis.render.json import report_json
 from llmtrace.analysis.report import build_report
 from llmtrace.analysis.report_model import Report
-from llmtrace.render.json import report_json
 from tests.analysis.trees import Tree
 
 

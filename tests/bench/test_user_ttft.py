@@ -23,6 +23,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from llmtrace import semconv
+from llmtrace.analysis.render.html import render_html
+from llmtrace.analysis.render.terminal import print_report
 from llmtrace.analysis.report_model import Report
 from llmtrace.bench.execute import run_bench
 from llmtrace.bench.questions import Question, questions_from_texts
@@ -30,8 +32,6 @@ from llmtrace.bench.reporting import build_run_report, report_document
 from llmtrace.bench.runner import BenchPlan
 from llmtrace.bench.targets import FirstEvent, HTTPTarget
 from llmtrace.cli import main
-from llmtrace.render.html import render_html
-from llmtrace.render.terminal import print_report
 from tests.http_server import QuietHandler
 from tests.http_server import serving as serving_handler
 

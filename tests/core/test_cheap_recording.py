@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from llmtrace import _compat
-from llmtrace.instrumentation import _sdk
-from llmtrace.instrumentation._base import Patches, is_wrapped_by_llmtrace
-from llmtrace.streaming import set_span_attributes
+from llmtrace.instrumentation import model_call
+from llmtrace.sdk import _compat
+from llmtrace.sdk.gate import Patches, is_wrapped_by_llmtrace
+from llmtrace.sdk.streaming import set_span_attributes
 
 
 def _provider(**kwargs: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -117,13 +117,13 @@ def test_model_spans_start_with_their_attributes_for_samplers_that_read_them(mon
     ):
         provider, exporter = _provider(sampler=sampler)
         tracer = provider.get_tracer("t")
-        monkeypatch.setattr(_sdk, "get_tracer", lambda tracer=tracer: tracer)
-        # A ParentBased sampler's delegates are read through a fast path (llmtrace._compat):
+        monkeypatch.setattr(model_call, "get_tracer", lambda tracer=tracer: tracer)
+        # A ParentBased sampler's delegates are read through a fast path (llmtrace.sdk._compat):
         # with it off, llmtrace assumes they may read attributes.
         if isinstance(sampler, ParentBased) and not _compat.enabled("sampler-delegates"):
             blind = False
-        assert _sdk._attribute_blind(tracer) is blind
-        _sdk.start_client_span("chat m", attributes).end()
+        assert model_call._attribute_blind(tracer) is blind
+        model_call.start_client_span("chat m", attributes).end()
         (span,) = exporter.get_finished_spans()
         assert dict(span.attributes or {}) == attributes
         reader = getattr(sampler, "_root", sampler)
@@ -212,8 +212,8 @@ def test_a_streams_response_fields_of_any_shape_are_recorded_as_set_attributes_w
     from openai._models import construct_type
     from openai.types.chat import ChatCompletionChunk
 
-    from llmtrace.instrumentation.openai import ChatChunkParser
-    from llmtrace.streaming import StreamRecorder
+    from llmtrace.instrumentation.providers.openai import ChatChunkParser
+    from llmtrace.sdk.streaming import StreamRecorder
 
     provider, exporter = _provider()
     keys = ("gen_ai.response.id", "gen_ai.response.model", "gen_ai.response.finish_reasons")
@@ -255,7 +255,7 @@ def test_a_streams_response_fields_of_any_shape_are_recorded_as_set_attributes_w
 def _has_content_read_field_by_field(chunk: Any) -> bool:
     # What the chat parser's first-token check answers, read the general way (every value
     # through field_of / fields_of, as before the check read pydantic models' dicts at once).
-    from llmtrace.instrumentation._sdk import field_of, fields_of
+    from llmtrace.instrumentation.model_call import field_of, fields_of
 
     for choice in chunk.choices or ():
         delta = field_of(choice, "delta")
@@ -277,7 +277,7 @@ def test_the_first_token_check_answers_for_every_chunk_shape_as_reading_field_by
     from openai.types import Completion
     from openai.types.chat import ChatCompletionChunk
 
-    from llmtrace.instrumentation.openai import ChatChunkParser
+    from llmtrace.instrumentation.providers.openai import ChatChunkParser
 
     def chat(delta: dict[str, Any]) -> Any:
         value = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
@@ -331,7 +331,7 @@ def test_the_first_token_check_answers_for_every_chunk_shape_as_reading_field_by
     }
     parser = ChatChunkParser()
     # Twice: the first time a class is new to the check (read the general way), then known.
-    _sdk._model_fields.clear()
+    model_call._model_fields.clear()
     for _ in range(2):
         for name, (chunk, expected) in cases.items():
             assert _has_content_read_field_by_field(chunk) is expected, name
@@ -342,7 +342,7 @@ def test_a_stream_ended_from_two_threads_at_once_ends_once():
     import sys
     import threading
 
-    from llmtrace.streaming import NullParser, StreamRecorder
+    from llmtrace.sdk.streaming import NullParser, StreamRecorder
 
     class CountingParser(NullParser):
         finished = 0
@@ -380,9 +380,9 @@ def test_a_stream_ended_from_two_threads_at_once_ends_once():
 _OWN_PROVIDER = r"""
 import json, sys
 import llmtrace
-from llmtrace import _compat
-from llmtrace.instrumentation import _sdk
-from llmtrace.instrumentation._base import get_tracer
+from llmtrace.sdk import _compat
+from llmtrace.instrumentation import model_call
+from llmtrace.sdk.gate import get_tracer
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 class ReadsAttributes(Sampler):
@@ -397,9 +397,9 @@ class ReadsAttributes(Sampler):
 answers = []
 for sampler in (None, ReadsAttributes(), None):
     llmtrace.init(exporter="file", file_path=sys.argv[1], instrument=False, sampler=sampler)
-    answers.append(_sdk._attribute_blind(get_tracer()))
+    answers.append(model_call._attribute_blind(get_tracer()))
     for model in ("keep", "drop"):
-        span = _sdk.start_client_span("chat", {"gen_ai.request.model": model})
+        span = model_call.start_client_span("chat", {"gen_ai.request.model": model})
         answers.append([span.is_recording(), dict(getattr(span, "attributes", None) or {})])
         span.end()
     llmtrace.shutdown()

@@ -14,8 +14,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 import llmtrace
-from llmtrace import config, options
-from llmtrace.exporters.file import OTLPJsonFileExporter
+from llmtrace import options
+from llmtrace.sdk import config
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,8 +164,8 @@ def test_bad_configuration_raises_config_error_naming_value_and_accepted(
 
 def _exporting_processors(provider) -> list[object]:
     # The request-context processor is added once per provider and stays: it exports nothing.
-    from llmtrace._attached import attached
-    from llmtrace.request_context import RequestContextProcessor
+    from llmtrace.sdk._attached import attached
+    from llmtrace.sdk.request_context import RequestContextProcessor
 
     return [p for p in attached(provider) if not isinstance(p, RequestContextProcessor)]
 
@@ -337,7 +338,7 @@ def test_uninstrument_takes_names():
     import requests
 
     from llmtrace.instrumentation import registry
-    from llmtrace.instrumentation._base import is_wrapped_by_llmtrace
+    from llmtrace.sdk.gate import is_wrapped_by_llmtrace
 
     assert llmtrace.instrument(["requests", "httpx"]) == ["requests", "httpx"]
     try:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from llmtrace.exporters.delivery import CountingExporter, CountingProcessor
+from llmtrace.sdk.exporters.delivery import CountingExporter, CountingProcessor
 
 
 class GatedExporter(SpanExporter):

@@ -135,7 +135,7 @@ def test_metrics_get_their_own_headers_and_spans_theirs(tmp_path):
             """
             import llmtrace
             llmtrace.init(service_name="headers", exporter="otlp", instrument=False)
-            from llmtrace.metrics import record_model_call
+            from llmtrace.sdk.metrics import record_model_call
             record_model_call({"gen_ai.request.model": "m"}, 0.5)
 
             @llmtrace.workflow
@@ -168,7 +168,7 @@ def test_init_after_shutdown_gives_spans_and_metrics_the_new_service_name(tmp_pa
         result = run_script(
             """
             import llmtrace
-            from llmtrace.metrics import record_model_call
+            from llmtrace.sdk.metrics import record_model_call
 
             @llmtrace.workflow
             def answer():

@@ -1,4 +1,4 @@
-"""The fast paths past other libraries' public APIs (``llmtrace._compat``): each holds only on
+"""The fast paths past other libraries' public APIs (``llmtrace.sdk._compat``): each holds only on
 the releases it was verified on, the environment can turn them off, and with every one off
 llmtrace gives the same spans, attributes, phases and request metrics (checked on a real
 application, in real subprocesses, and by running the core checks of the suite that way)."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtrace import _compat
+from llmtrace.sdk import _compat
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ _APP = textwrap.dedent(
 
     import anthropic, httpx, openai
     import llmtrace
-    from llmtrace import _compat
+    from llmtrace.sdk import _compat
 
     base, trace_file = sys.argv[1], sys.argv[2]
     llmtrace.init(service_name="same", exporter="file", file_path=trace_file, request_metrics=True)

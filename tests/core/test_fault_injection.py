@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import llmtrace
-from llmtrace import decorators
-from llmtrace._safety import reset_logged
-from llmtrace.exporters.file import OTLPJsonFileExporter
+from llmtrace.sdk import decorators
+from llmtrace.sdk._safety import reset_logged
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 RESULT = {"answer": 42}
 ERROR = LookupError("user error")
@@ -94,7 +94,7 @@ def test_span_end_raising_inside_the_sdk(spans, monkeypatch, caplog):
 def test_stream_parser_failing(spans, caplog):
     from opentelemetry import trace
 
-    from llmtrace.streaming import StreamRecorder, TracedStream
+    from llmtrace.sdk.streaming import StreamRecorder, TracedStream
 
     class BrokenParser:
         has_content = observe = finish = output_tokens = staticmethod(broken)
@@ -107,7 +107,7 @@ def test_stream_parser_failing(spans, caplog):
 
 def test_exporter_failing(tmp_path, monkeypatch, caplog):
     exporter = OTLPJsonFileExporter(tmp_path / "t.jsonl")
-    monkeypatch.setattr("llmtrace.exporters.file.encode_request", broken)
+    monkeypatch.setattr("llmtrace.sdk.exporters.file.encode_request", broken)
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("t")

@@ -13,14 +13,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from llmtrace.exporters.file import OTLPJsonFileExporter
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 WRITER = textwrap.dedent(
     """
     import sys, threading
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from llmtrace.exporters.file import OTLPJsonFileExporter
+    from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
     path, process_id, threads, per_thread = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     exporter = OTLPJsonFileExporter(path, max_bytes=256 * 1024, backups=1000)
@@ -120,7 +120,7 @@ def test_rotation_keeps_the_configured_number_of_backups(tmp_path):
 
 
 def test_unwritable_path_fails_the_export_and_logs_once(tmp_path, caplog):
-    from llmtrace._safety import reset_logged
+    from llmtrace.sdk._safety import reset_logged
 
     reset_logged()
     blocker = tmp_path / "file"

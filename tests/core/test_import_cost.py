@@ -77,11 +77,11 @@ def test_the_public_names_resolve_on_first_use() -> None:
     code = """
         import sys
         import llmtrace
-        assert "llmtrace.config" not in sys.modules
+        assert "llmtrace.sdk.config" not in sys.modules
         from llmtrace import workflow
-        from llmtrace.decorators import workflow as defined
+        from llmtrace.sdk.decorators import workflow as defined
         assert workflow is defined
-        assert llmtrace.init is sys.modules["llmtrace.config"].init
+        assert llmtrace.init is sys.modules["llmtrace.sdk.config"].init
         assert set(llmtrace.__all__) <= set(dir(llmtrace))
         for name in llmtrace.__all__:
             getattr(llmtrace, name)

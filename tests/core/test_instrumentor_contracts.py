@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 
-from llmtrace import _safety
+from llmtrace.sdk import _safety
 from tests.subprocesses import clean_environment, run
 
 from .test_config import REPO

@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, Sampler, SamplingResult
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from llmtrace import request_metrics
-from llmtrace.config import _SwitchableSampler
-from llmtrace.exporters.delivery import CountingExporter, CountingProcessor
-from llmtrace.instrumentation import _sdk
+from llmtrace.instrumentation import model_call
+from llmtrace.sdk import request_metrics
+from llmtrace.sdk.config import _SwitchableSampler
+from llmtrace.sdk.exporters.delivery import CountingExporter, CountingProcessor
 
 THREADS = 4
 
@@ -80,7 +80,7 @@ def test_a_sampler_switch_is_never_paired_with_the_previous_samplers_answer():
 
         def ask(stop: threading.Event) -> None:
             while not stop.is_set():
-                _sdk._attribute_blind(tracer)
+                model_call._attribute_blind(tracer)
 
         threads = [threading.Thread(target=ask, args=(stop,)) for _ in range(THREADS)]
         for thread in threads:
@@ -91,7 +91,7 @@ def test_a_sampler_switch_is_never_paired_with_the_previous_samplers_answer():
         stop.set()
         for thread in threads:
             thread.join()
-        if _sdk._attribute_blind(tracer) is not (chosen is ALWAYS_ON):
+        if model_call._attribute_blind(tracer) is not (chosen is ALWAYS_ON):
             stale += 1
     assert stale == 0, f"{stale} of {rounds} rounds left a previous sampler's answer in place"
 

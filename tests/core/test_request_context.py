@@ -173,7 +173,7 @@ def test_current_trace_id_and_trace_url(spans):
 _FIRST_CONTEXT = r"""
 import json, sys
 import llmtrace
-from llmtrace.request_context import RequestContextProcessor
+from llmtrace.sdk.request_context import RequestContextProcessor
 from opentelemetry import trace
 
 def processors():

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from llmtrace import semconv
-from llmtrace.streaming import StreamRecorder, TracedAsyncStream, TracedStream
+from llmtrace.sdk.streaming import StreamRecorder, TracedAsyncStream, TracedStream
 
 tracer = trace.get_tracer("tests")
 

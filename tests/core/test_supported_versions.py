@@ -78,7 +78,7 @@ def test_a_plain_install_requires_no_instrumented_library():
 
 
 def test_a_version_outside_the_range_is_not_instrumented_and_says_so(monkeypatch, caplog):
-    from llmtrace.instrumentation.requests import RequestsInstrumentor
+    from llmtrace.instrumentation.hops.requests import RequestsInstrumentor
 
     monkeypatch.setattr(RequestsInstrumentor, "supported", ">= 99")
     with caplog.at_level(logging.WARNING, logger="llmtrace"):

@@ -47,8 +47,8 @@ from opentelemetry.trace import StatusCode
 from llmtrace import semconv
 from llmtrace.analysis.report import Report, build_report
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.otlp_json import encode_request
 from llmtrace.instrumentation import registry
+from llmtrace.sdk.exporters.otlp_json import encode_request
 from tests.frameworks.timing import (
     CONCURRENT_DELIVERY_BOUND,
     CONCURRENT_LATE_BOUND,

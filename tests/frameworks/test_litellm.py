@@ -333,7 +333,7 @@ def test_responses_api_sync_streamed_and_async(model_server, spans, traced):
     ],
 )
 def test_provider_names_follow_the_semantic_conventions(litellm_provider, api_base, name):
-    from llmtrace.instrumentation.litellm import provider_of
+    from llmtrace.instrumentation.frameworks.litellm import provider_of
 
     assert provider_of(litellm_provider, api_base) == name
 
@@ -414,7 +414,7 @@ def test_report_names_ttft_the_bottleneck_with_the_injected_times(
     each) stays well inside the 10%."""
     from llmtrace.analysis.report import build_report
     from llmtrace.analysis.sources import load_traces
-    from llmtrace.exporters.file import OTLPJsonFileExporter
+    from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
     chat(model_server)  # warm-up, not exported
     model_server.configure(first_token_delay=0.6, token_delay=0.2, tokens=["t", "u"])

@@ -62,7 +62,7 @@ from llama_index.llms.litellm import LiteLLM
 from llmtrace import semconv
 from llmtrace.analysis.sources import load_traces
 from llmtrace.instrumentation import registry
-from llmtrace.instrumentation._base import is_wrapped_by_llmtrace
+from llmtrace.sdk.gate import is_wrapped_by_llmtrace
 from tests.frameworks.test_langchain import (
     TEXTS,
     _assert_bottleneck,

@@ -19,7 +19,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 import llmtrace
 from llmtrace.instrumentation import registry
-from llmtrace.instrumentation._base import should_trace, should_trace_http
+from llmtrace.sdk.gate import should_trace, should_trace_http
 
 pytestmark = pytest.mark.usefixtures("instrumented")
 

@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanKind
 
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
-from llmtrace.instrumentation._http import redact_url
+from llmtrace.instrumentation.hops.hop import redact_url
 from tests.http_server import serving
 from tests.instrumentation.conftest import model_spans
 

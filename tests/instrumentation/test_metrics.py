@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from llmtrace import metrics as llmtrace_metrics
+from llmtrace.sdk import metrics as llmtrace_metrics
 
 pytestmark = pytest.mark.usefixtures("instrumented")
 

@@ -206,7 +206,7 @@ def test_reasoning_delta_counts_as_first_token():
     ``parsed``): that is the model's first output."""
     from groq.types.chat import ChatCompletionChunk
 
-    from llmtrace.instrumentation.groq import GroqChunkParser
+    from llmtrace.instrumentation.providers.groq import GroqChunkParser
 
     def chunk(delta: dict[str, Any]) -> ChatCompletionChunk:
         return ChatCompletionChunk.model_validate(
@@ -227,7 +227,7 @@ def test_reasoning_delta_counts_as_first_token():
 def test_server_timings_are_read_only_when_reported_and_valid():
     from groq.types import CompletionUsage
 
-    from llmtrace.instrumentation.groq import server_timings
+    from llmtrace.instrumentation.providers.groq import server_timings
 
     counts = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
     assert server_timings(None) == {}

@@ -34,8 +34,8 @@ from llmtrace import options
 from llmtrace import semconv as sc
 from llmtrace.analysis.report import build_report
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.otlp_json import encode_request
 from llmtrace.instrumentation import registry
+from llmtrace.sdk.exporters.otlp_json import encode_request
 from tests.frameworks.timing import assert_ttft
 from tests.servers import ollama as wire
 from tests.servers.fixtures import cassettes
@@ -232,7 +232,7 @@ def test_other_requests_of_the_client_are_not_model_calls(server, spans, instrum
 
 
 def test_ollama_durations_become_seconds_and_anything_else_is_left_out():
-    from llmtrace.server.timings import server_timings_from_ollama
+    from llmtrace.instrumentation.server_timings import server_timings_from_ollama
 
     assert server_timings_from_ollama(
         {

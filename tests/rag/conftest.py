@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from llmtrace import options
-from llmtrace._safety import reset_logged
+from llmtrace.sdk._safety import reset_logged
 
 
 @pytest.fixture

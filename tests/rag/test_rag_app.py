@@ -21,10 +21,10 @@ import pytest
 from llmtrace import semconv
 from llmtrace.analysis.breakdown import breakdown
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.otlp_json import encode_request
-from llmtrace.instrumentation.httpx2 import HTTPX2Instrumentor
-from llmtrace.instrumentation.openai import OpenAIInstrumentor
+from llmtrace.instrumentation.hops.httpx2 import HTTPX2Instrumentor
+from llmtrace.instrumentation.providers.openai import OpenAIInstrumentor
 from llmtrace.instrumentation.vectordb.qdrant import QdrantInstrumentor
+from llmtrace.sdk.exporters.otlp_json import encode_request
 
 from .asgi_server import serve
 

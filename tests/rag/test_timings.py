@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from llmtrace import semconv
-from llmtrace.server.timings import (
+from llmtrace.instrumentation.server_timings import (
     server_timings,
     server_timings_from_body,
     server_timings_from_headers,

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 import llmtrace
 from llmtrace import semconv
-from llmtrace.instrumentation.httpx import HTTPXInstrumentor
+from llmtrace.instrumentation.hops.httpx import HTTPXInstrumentor
 from llmtrace.instrumentation.vectordb.faiss import FaissInstrumentor
 from llmtrace.server import LLMTraceMiddleware, bounded
 

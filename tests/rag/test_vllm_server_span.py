@@ -13,7 +13,7 @@ import llmtrace
 from llmtrace import semconv
 from llmtrace.analysis.breakdown import find_server_span, server_timings
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.otlp_json import encode_request
+from llmtrace.sdk.exporters.otlp_json import encode_request
 
 RECORDED = Path(__file__).parent / "data" / "vllm_llm_request.json"
 MODEL_CALL_SECONDS = 0.2

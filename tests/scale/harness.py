@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from llmtrace import semconv as sc
-from llmtrace._compat import RequestMetricsReader
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.file import OTLPJsonFileExporter
-from llmtrace.request_metrics import RequestFigures, RequestMetricsProcessor, request_histograms
+from llmtrace.sdk._compat import RequestMetricsReader
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
+from llmtrace.sdk.request_metrics import RequestFigures, RequestMetricsProcessor, request_histograms
 
 T0 = 1_800_000_000 * 1_000_000_000
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from llmtrace.analysis.sources import load_traces
-from llmtrace.request_metrics import STAGE_BUCKETS
+from llmtrace.sdk.request_metrics import STAGE_BUCKETS
 from tests.backends.fixtures import (
     CONFIG_DIR,
     LOOPBACK,

@@ -11,10 +11,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import Decision, ParentBased, TraceIdRatioBased
 
 import llmtrace
-from llmtrace import config
 from llmtrace.errors import ConfigError
 from llmtrace.options import options_from
-from llmtrace.request_metrics import REQUEST_DURATION, STAGE_DURATION, RecordUnsampled
+from llmtrace.sdk import config
+from llmtrace.sdk.request_metrics import REQUEST_DURATION, STAGE_DURATION, RecordUnsampled
 from tests.core.test_config import run_script
 
 
@@ -65,7 +65,7 @@ def test_init_breaks_requests_down_on_the_applications_providers(
     finally:
         llmtrace.shutdown()
     assert config.request_metrics_processor() is None
-    from llmtrace._attached import attached
+    from llmtrace.sdk._attached import attached
 
     assert processor not in attached(provider)
 
@@ -140,7 +140,7 @@ def test_unsampled_requests_are_counted_and_not_exported_by_init(tmp_path: Path)
                   for sm in rm.scope_metrics for m in sm.metrics
                   if m.name == "llmtrace.request.duration" for p in m.data.data_points]
         print(sum(p.count for p in points))
-        from llmtrace import config
+        from llmtrace.sdk import config
         print(config.record_unsampled)
         llmtrace.shutdown()
         print(config.record_unsampled)

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import llmtrace
 from llmtrace import semconv as sc
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.file import OTLPJsonFileExporter
 from llmtrace.instrumentation import registry
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 from tests.scale.harness import CapturingProcessor
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricsData
 
 from llmtrace import semconv as sc
-from llmtrace.request_histograms import OVERFLOW_ATTRIBUTES, RequestHistograms
-from llmtrace.request_metrics import HISTOGRAM_SPECS, STAGE_DURATION
+from llmtrace.sdk.request_histograms import OVERFLOW_ATTRIBUTES, RequestHistograms
+from llmtrace.sdk.request_metrics import HISTOGRAM_SPECS, STAGE_DURATION
 from tests.scale.harness import Request, Setup, make_setup, requests
 
 

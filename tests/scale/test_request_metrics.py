@@ -12,9 +12,9 @@ from opentelemetry.propagate import extract, inject
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind
 
-from llmtrace import _compat
 from llmtrace import semconv as sc
-from llmtrace.request_metrics import (
+from llmtrace.sdk import _compat
+from llmtrace.sdk.request_metrics import (
     _SDK_SPANS,
     REQUEST_DURATION,
     REQUEST_TOKENS,
@@ -265,7 +265,7 @@ def test_exponential_histograms_when_configured(tmp_path: Path) -> None:
         InMemoryMetricReader,
     )
 
-    from llmtrace.request_metrics import RequestMetricsProcessor, views
+    from llmtrace.sdk.request_metrics import RequestMetricsProcessor, views
 
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader], views=views("exponential"))

@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanKind
 from llmtrace import semconv
 from llmtrace.analysis.breakdown import breakdown
 from llmtrace.analysis.sources import load_traces
-from llmtrace.exporters.otlp_json import encode_request
+from llmtrace.sdk.exporters.otlp_json import encode_request
 from tests.subprocesses import clean_environment, run
 
 START_TIMEOUT = 60.0

@@ -26,14 +26,14 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from llmtrace import semconv
-from llmtrace._safety import log_once
-from llmtrace.instrumentation._base import (
+from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.gate import (
     bounded_content,
     capture_settings,
     get_tracer,
     should_trace,
 )
-from llmtrace.span_errors import record_error
+from llmtrace.sdk.span_errors import record_error
 
 logger = logging.getLogger(__name__)
 

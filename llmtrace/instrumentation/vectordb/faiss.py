@@ -22,8 +22,6 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-# The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
-from llmtrace.instrumentation._base import get_tracer, is_wrapped_by_llmtrace
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
@@ -34,6 +32,9 @@ from llmtrace.instrumentation.vectordb._spans import (
     returned,
     sync_wrapper,
 )
+
+# The module opts out of type checking (a file-level "type: ignore"), so mypy sees no names in it.
+from llmtrace.sdk.gate import get_tracer, is_wrapped_by_llmtrace
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ import weakref
 from collections.abc import Iterable, Sized
 from typing import Any
 
-from llmtrace.instrumentation._base import get_tracer
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
@@ -44,6 +43,7 @@ from llmtrace.instrumentation.vectordb._spans import (
     sync_wrapper,
     write_operation,
 )
+from llmtrace.sdk.gate import get_tracer
 
 SYSTEM = "lancedb"
 DEFAULT_LIMIT = 10  # LanceDB's limit for a vector, full-text or hybrid search that sets none

@@ -30,7 +30,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from llmtrace.instrumentation._base import get_tracer
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.vectordb._spans import (
     NOTHING,
@@ -43,6 +42,7 @@ from llmtrace.instrumentation.vectordb._spans import (
     returned,
     sync_wrapper,
 )
+from llmtrace.sdk.gate import get_tracer
 
 SYSTEM = "postgresql"
 OPERATION = "SELECT"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import llmtrace
-from llmtrace.exporters.file import OTLPJsonFileExporter
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 
 @llmtrace.embedding(model="embedder")

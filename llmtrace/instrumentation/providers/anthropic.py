@@ -1,0 +1,238 @@
+"""``anthropic`` (2.x): one span per Messages API call.
+
+Covers ``messages.create`` (sync, async, streaming), ``messages.stream(...)`` with
+``text_stream``, ``get_final_message()`` and ``until_done()`` (the helper reads the same raw
+event stream llmtrace wraps), ``messages.parse``, ``beta.messages`` and raw responses.
+
+The SDK's own tracing: ``anthropic`` 2.x starts its own CLIENT span per API call
+(``anthropic.messages.create``, scope ``com.anthropic.sdk.python``) whenever a tracer provider
+is set. llmtrace suppresses that span for the calls it traces, so each call has exactly one model
+span, llmtrace's, with the stage, TTFT and generation attributes the report needs. It does so
+through the SDK's own hook: ``start_api_call_span`` returning None is the SDK's "no span for this
+call" path, taken only while an llmtrace model call is in flight; every other SDK span (tool
+runner, other endpoints) is left as it is. The trace context still reaches the server: the
+``httpx2`` instrumentation injects the model span's ``traceparent``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from llmtrace import semconv
+from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.model_call import (
+    Plan,
+    base_url_of,
+    field_of,
+    request_patches,
+)
+from llmtrace.instrumentation.provider import provider_name
+from llmtrace.sdk.gate import (
+    bounded_content,
+    capture_settings,
+    current_model_call,
+)
+
+logger = logging.getLogger(__name__)
+
+PROVIDER = "anthropic"
+
+_REQUEST_PARAMETERS: dict[str, str] = {
+    "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+    "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
+    "top_p": semconv.GEN_AI_REQUEST_TOP_P,
+}
+
+
+def usage_attributes(usage: Any) -> dict[str, int]:
+    attributes: dict[str, int] = {}
+    for attribute, name in (
+        (semconv.GEN_AI_USAGE_INPUT_TOKENS, "input_tokens"),
+        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output_tokens"),
+        (semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, "cache_read_input_tokens"),
+        (semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, "cache_creation_input_tokens"),
+    ):
+        value = field_of(usage, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            attributes[attribute] = value
+    return attributes
+
+
+def _record_message(
+    span: Span, message: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
+) -> None:
+    if message is None:
+        if attributes:
+            span.set_attributes(attributes)
+        return
+    message_id = field_of(message, "id")
+    if isinstance(message_id, str):
+        attributes[semconv.GEN_AI_RESPONSE_ID] = message_id
+    model = field_of(message, "model")
+    if isinstance(model, str):
+        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+    stop_reason = field_of(message, "stop_reason")
+    if isinstance(stop_reason, str):
+        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [stop_reason]
+    attributes.update(usage_attributes(field_of(message, "usage")))
+    if output_budget is not None:
+        texts = [
+            field_of(block, "text")
+            for block in field_of(message, "content") or ()
+            if field_of(block, "type") == "text"
+        ]
+        text = "".join(t for t in texts if isinstance(t, str))
+        if text:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+                json.dumps([{"role": "assistant", "content": text}]), *output_budget
+            )
+    span.set_attributes(attributes)
+
+
+class MessageEventParser:
+    """Raw Messages stream events: deltas count as content; usage arrives at start and end."""
+
+    __slots__ = (
+        "_redact",
+        "_text",
+        "_text_budget",
+        "_text_max",
+        "id",
+        "model",
+        "stop_reason",
+        "usage",
+    )
+
+    def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
+        self._redact = redact
+        self._text_max = text_budget
+        self.id: str | None = None
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self._text: list[str] | None = [] if text_budget > 0 else None
+        self._text_budget = text_budget
+
+    def has_content(self, event: Any) -> bool:
+        return getattr(event, "type", None) == "content_block_delta"
+
+    def observe(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "content_block_delta":
+            if self._text is not None and self._text_budget > 0:
+                text = getattr(event.delta, "text", None)
+                if text:
+                    self._text.append(text)
+                    self._text_budget -= len(text.encode("utf-8"))  # a byte budget
+        elif kind == "message_start":
+            message = event.message
+            self.id = message.id
+            self.model = message.model
+            self.usage.update(usage_attributes(message.usage))
+        elif kind == "message_delta":
+            reason = getattr(event.delta, "stop_reason", None)
+            if reason:
+                self.stop_reason = reason
+            # message_delta usage is cumulative: it replaces what message_start said.
+            self.usage.update(usage_attributes(getattr(event, "usage", None)))
+
+    def output_tokens(self) -> int | None:
+        return self.usage.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+
+    def finish(self, span: Span) -> None:
+        attributes: dict[str, Any] = dict(self.usage)
+        if self.id:
+            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
+        if self.model:
+            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        if self.stop_reason:
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.stop_reason]
+        if self._text:
+            # The redaction hook sees streamed output too, before anything is set on the span.
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
+                json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
+                self._text_max,
+                self._redact,
+            )
+        span.set_attributes(attributes)
+
+
+def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:
+    """Decide whether ``client.request(cast_to, options, ...)`` is a Messages call."""
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    if options is None:
+        return None
+    path = str(getattr(options, "url", "")).split("?", 1)[0].rstrip("/")
+    if not path.endswith("/messages"):
+        return None
+    body = getattr(options, "json_data", None)
+    if not isinstance(body, Mapping):
+        body = {}
+    model = body.get("model")
+    stream = bool(kwargs.get("stream")) or body.get("stream") is True
+    base_url = base_url_of(instance)
+    port = base_url.port or (443 if base_url.scheme == "https" else 80)
+    host = base_url.host
+    # A self-hosted Anthropic-compatible endpoint is still spoken to in Anthropic's protocol.
+    provider = provider_name(host, port, base_url.path)
+    attributes: dict[str, Any] = {
+        semconv.STAGE: semconv.LLM_STAGE,
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
+        semconv.GEN_AI_PROVIDER_NAME: PROVIDER if provider == "openai" else provider,
+        semconv.SERVER_ADDRESS: host,
+        semconv.SERVER_PORT: port,
+        semconv.GEN_AI_REQUEST_STREAM: stream,
+    }
+    if isinstance(model, str):
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    for name, attribute in _REQUEST_PARAMETERS.items():
+        value = body.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attributes[attribute] = value
+    stop = body.get("stop_sequences")
+    if isinstance(stop, list) and all(isinstance(item, str) for item in stop):
+        attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+    capture, max_bytes, redact, _ = capture_settings()
+    if capture and "messages" in body:
+        attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
+            json.dumps(body["messages"], default=str), max_bytes, redact
+        )
+        system = body.get("system")
+        if system is not None:
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
+                json.dumps(system, default=str), max_bytes, redact
+            )
+    output_budget = (max_bytes, redact) if capture else None
+    text_budget = max_bytes if capture else 0
+    return Plan(
+        span_name=f"chat {model}" if model else "chat",
+        attributes=attributes,
+        parser_factory=lambda: MessageEventParser(text_budget, redact if capture else None),
+        record_response=lambda span, message, attributes: _record_message(
+            span, message, attributes, output_budget
+        ),
+    )
+
+
+def _quiet_sdk_span(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The SDK's own call span, except while llmtrace already traces the call."""
+    if current_model_call() is not None:
+        return None
+    return wrapped(*args, **kwargs)
+
+
+class AnthropicInstrumentor(LibraryInstrumentor):
+    """Traces Messages API calls of ``anthropic.Anthropic`` / ``AsyncAnthropic``."""
+
+    package = "anthropic"
+    supported = ">= 0.43, < 3"
+
+    def patches(self) -> Iterable[PatchRow]:
+        yield from request_patches("anthropic", plan_request)
+        # The SDK's own span for a call llmtrace traces is suppressed (one span per call).
+        yield "anthropic._base_client", "start_api_call_span", _quiet_sdk_span

@@ -1,0 +1,513 @@
+"""The one stream lifecycle every provider instrumentation shares.
+
+A :class:`StreamRecorder` owns a model-call span from the moment the request is issued until the
+stream ends. It measures on the monotonic clock: time to the first chunk, time to the first chunk
+that carries output content (a role-only or empty delta does not count), chunk count and the end.
+It ends its span exactly once, whichever way the stream ends:
+
+==========================  ===================  ===============
+how the stream ends          ``llmtrace.stream.end``  span status
+==========================  ===================  ===============
+exhausted                    ``completed``        OK
+``break`` / ``close()``      ``closed``           UNSET
+context-manager exit         ``closed``           UNSET
+never iterated, dropped      ``abandoned``        UNSET
+partially read, dropped      ``abandoned``        UNSET
+exception from the stream    ``error``            ERROR
+exception in the caller      ``error``            ERROR (via ``__exit__``) / ``abandoned``
+``asyncio.CancelledError``   ``cancelled``        UNSET
+==========================  ===================  ===============
+
+Provider-specific knowledge (what a chunk looks like) is plugged in through :class:`ChunkParser`;
+the wrappers :class:`TracedStream` and :class:`TracedAsyncStream` are transparent proxies, so the
+caller sees the provider's own stream object, attributes and methods.
+
+The recorder never attaches its span to the context (rule 3 of DESIGN.md): nothing leaks into the
+caller between chunks, and nothing has to be detached in another context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import wrapt
+from opentelemetry.trace import Span
+
+from llmtrace import semconv
+from llmtrace.sdk import _compat
+from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.metrics import meter_provider_set, record_model_call
+from llmtrace.sdk.span_errors import record_error
+
+logger = logging.getLogger(__name__)
+
+
+class ChunkParser(Protocol):
+    """What a provider instrumentation tells the recorder about its chunks (O(1) state)."""
+
+    def has_content(self, chunk: Any) -> bool:
+        """True when the chunk carries output content (counts for time to first token)."""
+        ...
+
+    def observe(self, chunk: Any) -> None:
+        """Remember what the chunk says: usage, finish reasons, response id and model."""
+        ...
+
+    def finish(self, span: Span) -> None:
+        """Write what was remembered onto the span, just before it ends."""
+        ...
+
+    def output_tokens(self) -> int | None:
+        """Output tokens the provider reported, or None when it did not."""
+        ...
+
+    # Optional: ``finish_into(plain, attributes)``, called instead of ``finish`` when a parser has
+    # it: what ``finish`` would set, added to two dicts, ``plain`` for values the parser made
+    # plain itself (a str, int, float or bool, or a tuple of one of those: see
+    # set_span_attributes), ``attributes`` for anything else. It saves the recorder a stand-in
+    # span for the parser to set attributes on.
+    #
+    # Optional: ``hides(chunk) -> bool``. A chunk llmtrace itself asked for (the usage-only chunk
+    # of an injected ``stream_options.include_usage``) is observed but not handed to a caller who
+    # did not ask for it. Looked up once per stream; absent or None means every chunk is
+    # delivered (and costs nothing per chunk).
+
+
+class NullParser:
+    """A parser for streams whose chunks need no provider knowledge: every non-empty chunk counts."""
+
+    def has_content(self, chunk: Any) -> bool:
+        return bool(chunk)
+
+    def observe(self, chunk: Any) -> None:
+        return None
+
+    def finish(self, span: Span) -> None:
+        return None
+
+    def output_tokens(self) -> int | None:
+        return None
+
+
+# Immutable, so one instance serves every call that ends well.
+STATUS_OK = _compat.STATUS_OK
+
+
+class StreamRecorder:
+    """Timing and the end of one streamed model call. Thread-safe to end; O(1) state."""
+
+    __slots__ = (
+        "__weakref__",
+        "chunk_count",
+        "collected",
+        "ended",
+        "first_chunk_at",
+        "first_token_at",
+        "first_token_chunk",
+        "hides",
+        "once",
+        "parser",
+        "span",
+        "started_at",
+        "streaming",
+    )
+
+    def __init__(
+        self,
+        span: Span,
+        started_at: float | None = None,
+        parser: ChunkParser | None = None,
+        streaming: bool = True,
+    ) -> None:
+        self.span = span
+        self.streaming = streaming
+        self.started_at = time.monotonic() if started_at is None else started_at
+        self.parser: ChunkParser = parser if parser is not None else NullParser()
+        # Optional parser method: chunks llmtrace asked for (an injected usage chunk) that the
+        # caller must not see. Observed, never delivered.
+        self.hides: Any = getattr(self.parser, "hides", None)
+        self.first_chunk_at: float | None = None
+        self.first_token_at: float | None = None
+        self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
+        self.chunk_count = 0
+        self.ended = False
+        # Popped by the one end that happens (see end()).
+        self.once = [True]
+        # Attributes gathered for the end by whoever started the stream (a model call's HTTP
+        # phases and time to headers), set with the stream's own: one call to set them all.
+        self.collected: dict[str, Any] | None = None
+
+    def on_chunk(self, chunk: Any) -> None:
+        """Called once per chunk, before the caller sees it. Never raises. (A ``for`` loop over a
+        synchronous stream does the steps after the first token itself, in ``_recorded``: a
+        change here goes there too.)"""
+        try:
+            self.chunk_count += 1
+            # Once the first token is seen no per-chunk moment is needed (the first chunk comes
+            # no later than the first token): the clock is read only until then.
+            if self.first_token_at is None:
+                now = time.monotonic()
+                if self.first_chunk_at is None:
+                    self.first_chunk_at = now
+                if self.parser.has_content(chunk):
+                    self.first_token_at = now
+                    self.first_token_chunk = self.chunk_count
+            self.parser.observe(chunk)
+        except Exception:
+            log_once(logger, "stream chunk observation failed")
+
+    def end(self, how: str, exc: BaseException | None = None) -> None:
+        """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
+        if self.ended:
+            return
+        # When two threads end it together, one pops the item: a list's pop is one atomic step
+        # (a lock taken and released with ``with`` costs several times the rest of this check,
+        # its arguments parsed on each call).
+        try:
+            self.once.pop()
+        except IndexError:
+            return
+        self.ended = True
+        span = self.span
+        try:
+            ended_at = time.monotonic()
+            # What was gathered during the call (a model call's start attributes, HTTP phases
+            # and time to headers) is set with the stream's own measures and what the parser
+            # says, in one call. When its values are plain (seen at once, in C) it takes the
+            # plain ones too, so that only values nobody made plain are looked at one by one.
+            # (Nothing reads the call's gathered attributes after the stream's end: they are
+            # added to here.)
+            collected = self.collected
+            if not collected:
+                plain: dict[str, Any] = {}
+                attributes: dict[str, Any] = {}
+            elif set(map(type, collected.values())) <= _PLAIN_VALUES:
+                plain, attributes = collected, {}
+            else:
+                plain, attributes = {}, collected
+            # A completed stream's OK status goes with the attributes (see set_span_attributes),
+            # unless the parser failed; its failure loses only what it would have set.
+            parsed = False
+            parser = self.parser
+            try:
+                finish_into = getattr(parser, "finish_into", None)
+                if finish_into is not None:
+                    finish_into(plain, attributes)
+                else:
+                    parser.finish(GatheredAttributes(span, attributes, plain))  # type: ignore[arg-type]
+                parsed = True
+            except Exception:
+                log_once(logger, "stream end recording failed")
+            # The stream's own measures: plain values by construction. (After the parser's:
+            # the output token count it set, when it set one plainly, is not read again.)
+            if self.streaming:
+                plain[semconv.STREAM_END] = how
+                plain[semconv.CHUNK_COUNT] = self.chunk_count
+            if self.first_chunk_at is not None:
+                plain[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                    self.first_chunk_at - self.started_at
+                )
+            if self.first_token_at is not None:
+                generation_time = ended_at - self.first_token_at
+                plain[semconv.TIME_TO_FIRST_TOKEN] = self.first_token_at - self.started_at
+                plain[semconv.GENERATION_TIME] = generation_time
+                tokens = plain.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+                if tokens is None:
+                    tokens = parser.output_tokens()
+                if tokens and generation_time > 0:
+                    plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            set_span_attributes(span, attributes, parsed and how == "completed", plain)
+            if how == "error" and exc is not None:
+                record_error(span, exc)
+        except Exception:
+            log_once(logger, "stream end recording failed")
+        finally:
+            # The generation time spans the chunks after the one with the first token.
+            chunks_after_first_token = (
+                self.chunk_count - self.first_token_chunk if self.first_token_at is not None else 0
+            )
+            end_model_span(span, self.started_at, chunks_after_first_token)
+
+    def end_from_exception(self, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            self.end("cancelled")
+        elif isinstance(exc, GeneratorExit):
+            self.end("closed")
+        else:
+            self.end("error", exc)
+
+
+_PLAIN_VALUES = _compat.PLAIN_VALUES
+
+
+def set_span_attributes(
+    span: Span,
+    attributes: dict[str, Any],
+    ok: bool = False,
+    plain: dict[str, Any] | None = None,
+) -> None:
+    """``span.set_attributes(attributes)`` (then ``span.set_status(STATUS_OK)`` when ``ok``), for
+    less when ``span`` is the OpenTelemetry SDK's (the ``span-store`` fast path, see
+    :func:`llmtrace.sdk._compat.store_attributes`). ``plain``: attributes set before those, whose
+    values llmtrace made itself of the classes the SDK keeps as they are (str, int, float, bool,
+    or a tuple of values of one of those), so not looked at again."""
+    if _compat.store_attributes(span, attributes, ok, plain):
+        return
+    if plain:
+        span.set_attributes(plain)
+    span.set_attributes(attributes)
+    if ok:
+        span.set_status(STATUS_OK)
+
+
+class GatheredAttributes:
+    """What a parser's ``finish`` gets for the span: the attributes it sets are added to the
+    stream's own, set on the span together once it returns (each call setting attributes on a
+    span costs about as much as several attributes); anything else goes to the span itself.
+
+    ``plain``: where a parser puts attributes whose values it made plain itself (a str, int,
+    float or bool, or a tuple of those; see :func:`set_span_attributes`), so that they are not
+    looked at again. Anything else goes through ``set_attributes``.
+    """
+
+    __slots__ = ("_span", "attributes", "plain")
+
+    def __init__(
+        self, span: Span, attributes: dict[str, Any], plain: dict[str, Any] | None = None
+    ) -> None:
+        self._span = span
+        self.attributes = attributes
+        self.plain: dict[str, Any] = attributes if plain is None else plain
+
+    def set_attributes(self, attributes: Any) -> None:
+        self.attributes.update(attributes)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+
+def end_model_span(span: Span, started_at: float, output_chunks: int = 0) -> None:
+    """End a model-call span, recording the GenAI client metrics from its attributes first.
+
+    ``output_chunks``: for a stream, the chunks that arrived after the one with the first token.
+    """
+    try:
+        if meter_provider_set() and span.is_recording():
+            attributes = getattr(span, "attributes", None)
+            if attributes is not None:
+                record_model_call(attributes, time.monotonic() - started_at, output_chunks)
+    finally:
+        try:
+            span.end()
+        except Exception:
+            log_once(logger, "span end failed")
+
+
+class _Chunks:
+    """A stream's chunks, each reported to the recorder before it is handed on.
+
+    What iterating a traced stream goes through: a plain object, because reading an attribute of
+    a wrapt proxy costs as much as the rest of the per-chunk work. It, not the proxy, ends a
+    stream dropped unfinished (never iterated or partially read) when it is itself dropped: the
+    proxy holds it, and so does a ``for`` loop over the stream (through the iterator it got),
+    which may outlive the proxy. ``_iterator``: the source's iterator, shared by every way of
+    reading the stream (``next()`` and each ``for`` loop), so each chunk is read and reported
+    once.
+    """
+
+    __slots__ = ("_iterator", "_recorder", "_source")
+
+    def __init__(self, source: Any, recorder: StreamRecorder) -> None:
+        self._source = source
+        self._recorder = recorder
+        self._iterator: Any = None
+
+    def __del__(self) -> None:
+        # Dropped: a stream that did not end otherwise is abandoned. (Not weakref.finalize:
+        # registering one costs ten times this object's creation, on every stream.)
+        recorder = self._recorder
+        if not recorder.ended:
+            # (At interpreter exit what it needs may be gone already.)
+            with contextlib.suppress(Exception):
+                recorder.end("abandoned")
+
+
+class _RecordedChunks(_Chunks):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return _recorded(self)
+
+    def __next__(self) -> Any:
+        recorder = self._recorder
+        iterator = self._iterator
+        if iterator is None:
+            iterator = self._iterator = iter(self._source)
+        while True:
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                recorder.end("completed")
+                raise
+            except BaseException as exc:
+                recorder.end_from_exception(exc)
+                raise
+            recorder.on_chunk(chunk)
+            if recorder.hides is None or not recorder.hides(chunk):
+                return chunk
+
+
+def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
+    """What a ``for`` loop over a traced stream iterates: each chunk reported, then handed on.
+
+    A generator, not ``chunks`` itself: the loop resumes a generator for a fraction of what
+    calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` (whose drop
+    ends a stream left unfinished) and is not held by it: dropped with the loop, it leaves the
+    end to ``chunks`` (an exception thrown in at a ``yield``, GeneratorExit included, is not the
+    stream's). Once the first token was seen, what :meth:`StreamRecorder.on_chunk` does is
+    counting the chunk and the parser's look at it: done here, without a call per chunk.
+    """
+    recorder = chunks._recorder
+    observe = recorder.parser.observe
+    hides = recorder.hides
+    iterator = chunks._iterator
+    if iterator is None:
+        iterator = chunks._iterator = iter(chunks._source)
+    delivering = False
+    try:
+        for chunk in iterator:
+            if recorder.first_token_at is None:
+                recorder.on_chunk(chunk)
+            else:
+                recorder.chunk_count += 1
+                try:
+                    observe(chunk)
+                except Exception:
+                    log_once(logger, "stream chunk observation failed")
+            if hides is None or not hides(chunk):
+                delivering = True
+                yield chunk
+                delivering = False
+    except BaseException as exc:
+        if not delivering:
+            recorder.end_from_exception(exc)
+        raise
+    recorder.end("completed")
+
+
+class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
+    """A synchronous stream (iterator, optionally a context manager) that reports to a recorder."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        # (One attribute of the proxy's own: each costs a dict entry set through the proxy.)
+        self._self_chunks = _RecordedChunks(wrapped, recorder)
+
+    def __iter__(self) -> Iterator[Any]:
+        return _recorded(self._self_chunks)
+
+    def __next__(self) -> Any:
+        return next(self._self_chunks)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.__wrapped__, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._self_chunks._recorder.end("closed")
+
+    def __enter__(self) -> TracedStream:
+        enter = getattr(self.__wrapped__, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__exit__", None)
+            return exit_(exc_type, exc, tb) if exit_ is not None else None
+        finally:
+            if exc is None:
+                self._self_chunks._recorder.end("closed")
+            else:
+                self._self_chunks._recorder.end_from_exception(exc)
+
+
+class _RecordedAsyncChunks(_Chunks):
+    __slots__ = ()
+
+    def __aiter__(self) -> _RecordedAsyncChunks:
+        return self
+
+    async def __anext__(self) -> Any:
+        recorder = self._recorder
+        iterator = self._iterator
+        if iterator is None:
+            iterator = self._iterator = self._source.__aiter__()
+        while True:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                recorder.end("completed")
+                raise
+            except BaseException as exc:
+                recorder.end_from_exception(exc)
+                raise
+            recorder.on_chunk(chunk)
+            if recorder.hides is None or not recorder.hides(chunk):
+                return chunk
+
+
+class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
+    """An asynchronous stream (async iterator, optionally an async context manager)."""
+
+    def __init__(self, wrapped: Any, recorder: StreamRecorder) -> None:
+        super().__init__(wrapped)
+        # (One attribute of the proxy's own: each costs a dict entry set through the proxy.)
+        self._self_chunks = _RecordedAsyncChunks(wrapped, recorder)
+
+    def __aiter__(self) -> _RecordedAsyncChunks:
+        return self._self_chunks
+
+    async def __anext__(self) -> Any:
+        return await self._self_chunks.__anext__()
+
+    async def aclose(self) -> None:
+        try:
+            for name in ("aclose", "close"):
+                close = getattr(self.__wrapped__, name, None)
+                if close is not None:
+                    result = close()
+                    if asyncio.iscoroutine(result):
+                        await result
+                    break
+        finally:
+            self._self_chunks._recorder.end("closed")
+
+    async def close(self) -> None:
+        await self.aclose()
+
+    async def __aenter__(self) -> TracedAsyncStream:
+        enter = getattr(self.__wrapped__, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> Any:
+        try:
+            exit_ = getattr(self.__wrapped__, "__aexit__", None)
+            return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
+        finally:
+            if exc is None:
+                self._self_chunks._recorder.end("closed")
+            else:
+                self._self_chunks._recorder.end_from_exception(exc)
