@@ -46,6 +46,22 @@ log "mypy --strict"
 if command -v cargo >/dev/null 2>&1; then
   log "cargo fmt --check (native reader)"
   (cd native && cargo fmt --check)
+  # The reader's Rust unit tests (parsing, values, linking, the critical path; its PyO3 layer is
+  # tested from Python, tests/analysis/test_native.py) and clippy, built in the target directory
+  # scripts/setup.sh gives the extension's build (debug beside its release), so that a fresh clone
+  # finds them compiled. PYO3_PYTHON pinned as there: another interpreter would rerun pyo3's build
+  # script and recompile the crate. Measured on 2 cores beside a running suite: cold (empty target
+  # directory) cargo test 118 s and clippy 52 s; warm 2 s for both, 9 s after an edit to the
+  # reader.
+  log "cargo test, cargo clippy -D warnings (native reader; the first run compiles, about 3 minutes)"
+  (
+    cd native
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${LLMTRACE_CACHE:-$HOME/.cache/llmtrace}/cargo-target}
+    PYO3_PYTHON=$("${PYTHON:-python3}" -c 'import os, sys; print(os.path.realpath(sys._base_executable))')
+    export PYO3_PYTHON
+    cargo test --locked --quiet
+    cargo clippy --locked --quiet --all-targets -- -D warnings
+  )
 fi
 workers=${LLMTRACE_TEST_WORKERS:-$(n=$(nproc); echo $((n < 4 ? n : 4)))}
 log "pytest ($workers processes)"

@@ -685,3 +685,6 @@ pub fn collect<'a>(
     }
     result
 }
+
+#[cfg(test)]
+mod tests;

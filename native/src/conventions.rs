@@ -381,3 +381,6 @@ pub fn with<T>(conventions: &Arc<Conventions>, read: impl FnOnce() -> T) -> T {
 pub fn with_current<T>(read: impl FnOnce(Option<&Conventions>) -> T) -> T {
     CURRENT.with(|current| read(current.borrow().as_deref()))
 }
+
+#[cfg(test)]
+mod tests;

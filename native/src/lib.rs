@@ -12,6 +12,8 @@ mod model;
 mod nesting;
 mod parse;
 mod store;
+#[cfg(test)]
+mod testing;
 mod values;
 
 use pyo3::prelude::*;
@@ -151,7 +153,10 @@ impl TraceStore {
     /// nanoseconds). Returns how many traces were chosen.
     /// `attributes` keeps the traces whose root span carries each (key, value) as a string.
     #[pyo3(signature = (trace_id=None, service=None, since=None, until=None, limit=None, attributes=Vec::new()))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the keyword arguments of the Python method"
+    )]
     fn assemble(
         &mut self,
         py: Python<'_>,

@@ -1,7 +1,8 @@
 //! Why a line (or document) of a trace file is not read: not JSON, or JSON that is not OTLP trace
 //! data, in the words both readers use.
 
-/// What reading one line (or document) produced: spans, or why it is not OTLP trace data.
+/// Why one line (or document) produced no spans, or only those before the problem.
+#[derive(Debug)]
 pub enum LineError {
     Json(String),
     Otlp(String),

@@ -70,7 +70,7 @@ macro_rules! keys {
     ($($name:ident = $text:literal,)*) => {
         /// Attribute keys the analysis reads, by index into `KEYS` (`KEPT_ATTRIBUTES` and
         /// `HASHED_ATTRIBUTES` in otlp.py).
-        #[allow(dead_code)]
+        #[allow(dead_code, reason = "one constant per key of KEYS, though some are only looked up by text")]
         pub mod key {
             keys!(@index 0u8, $($name,)*);
         }
@@ -622,3 +622,6 @@ pub fn seconds_between(start: i64, end: i64) -> f64 {
         magnitude
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -466,6 +466,7 @@ impl<'de> Visitor<'de> for SpanSeed<'_> {
     }
 }
 
+/// A scope's `name` when the scope is an object and its name a string (`_scope_name`).
 fn scope_name(raw: &str) -> Option<String> {
     use sonic_rs::JsonValueTrait;
     let scope: sonic_rs::Value = sonic_rs::from_str(raw).ok()?;
@@ -690,3 +691,6 @@ fn span_record(raw: RawSpan) -> Parsed {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

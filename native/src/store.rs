@@ -162,6 +162,7 @@ pub struct Selected {
     pub orphan: bool,
 }
 
+#[derive(Default)]
 pub struct Filters<'a> {
     pub trace_id: Option<&'a str>,
     pub service: Option<&'a str>,
@@ -523,3 +524,6 @@ fn push_warning(warnings: &mut Vec<String>, message: String) {
         warnings.push(message);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -38,7 +38,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
-/// A scope's `name` when the scope is an object and its name a string (`_scope_name`).
 /// A span's attributes: the kept ones decoded, content ones hashed, those only the conventions
 /// table reads decoded apart, the rest skipped unread.
 #[derive(Default)]
@@ -665,3 +664,6 @@ impl<'de> Deserialize<'de> for Kind {
         deserializer.deserialize_any(V)
     }
 }
+
+#[cfg(test)]
+mod tests;

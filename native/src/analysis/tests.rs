@@ -1,0 +1,151 @@
+use super::*;
+use crate::model::STAGES;
+use crate::store::Store;
+use crate::testing::{assembled, flag, seconds, span, span_of, text};
+
+fn collected(store: &Store, run: Option<&str>) -> Collected {
+    let traces = store
+        .selected
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, &store.groups[s.group as usize], s.root));
+    collect(traces, run)
+}
+
+/// A trace's stages in the order the critical path meets them, in whole milliseconds.
+fn stage_milliseconds(row: &TraceRow) -> Vec<(&'static str, i64)> {
+    row.stages
+        .iter()
+        .map(|(stage, s)| (STAGES[*stage as usize], (s * 1e3).round() as i64))
+        .collect()
+}
+
+fn stage(name: &str) -> String {
+    text("llmtrace.stage", name)
+}
+
+#[test]
+fn parallel_retrievals_count_only_the_critical_path() {
+    let store = assembled(&[
+        span("1", None, "request", (0, 1000), &[]),
+        span(
+            "2",
+            Some("1"),
+            "search a",
+            (100, 400),
+            &[stage("retrieval")],
+        ),
+        span(
+            "3",
+            Some("1"),
+            "search b",
+            (100, 600),
+            &[stage("retrieval")],
+        ),
+        span(
+            "4",
+            Some("1"),
+            "chat",
+            (600, 1000),
+            &[stage("ttft"), seconds("llmtrace.time_to_first_token", 0.1)],
+        ),
+    ]);
+    let result = collected(&store, None);
+    let row = &result.rows[0];
+    assert_eq!(
+        stage_milliseconds(row),
+        [
+            ("other", 100),
+            ("retrieval", 500),
+            ("ttft", 100),
+            ("generation", 300)
+        ]
+    );
+    assert_eq!(row.duration, 1.0);
+    // the root's own time is "other", by span name
+    assert_eq!(result.unclaimed, [("request".to_string(), 0.1)]);
+    let call = &result.sink.model_calls[0];
+    assert_eq!(call.time_to_first_token, Some(0.1));
+    assert_eq!(call.streamed, Some(true));
+    assert!((call.generation_time.unwrap() - 0.3).abs() < 1e-9);
+}
+
+#[test]
+fn time_no_child_covers_is_the_parents_and_unstaged_children_inherit_its_stage() {
+    let store = assembled(&[
+        span("1", None, "retrieve", (0, 500), &[stage("retrieval")]),
+        span("2", Some("1"), "embed", (100, 200), &[stage("embedding")]),
+        span("3", Some("1"), "http", (300, 400), &[]),
+    ]);
+    let result = collected(&store, None);
+    assert_eq!(
+        stage_milliseconds(&result.rows[0]),
+        [("retrieval", 400), ("embedding", 100)]
+    );
+    assert!(result.unclaimed.is_empty());
+}
+
+#[test]
+fn server_timings_split_a_model_calls_wait_into_network_queue_and_ttft() {
+    let store = assembled(&[span(
+        "1",
+        None,
+        "chat",
+        (0, 1000),
+        &[
+            stage("ttft"),
+            seconds("llmtrace.time_to_first_token", 0.4),
+            seconds("llmtrace.server.time_to_first_token", 0.3),
+            seconds("llmtrace.server.queue_time", 0.05),
+            text("gen_ai.request.model", "small"),
+        ],
+    )]);
+    let result = collected(&store, None);
+    assert_eq!(
+        stage_milliseconds(&result.rows[0]),
+        [
+            ("network", 100),
+            ("queue", 50),
+            ("ttft", 250),
+            ("generation", 600)
+        ]
+    );
+    let call = &result.sink.model_calls[0];
+    assert_eq!(call.model, "small");
+    assert!(call.server_joined);
+    assert!((call.network - 0.1).abs() < 1e-9);
+    assert_eq!(call.queue, 0.05);
+}
+
+#[test]
+fn warmup_requests_and_other_runs_are_left_out() {
+    let root = |trace: &str, attributes: &[String]| {
+        span_of(trace, "1", None, "request", (0, 10), attributes)
+    };
+    let store = assembled(&[
+        root(
+            &format!("{:032x}", 1),
+            &[
+                text("llmtrace.bench.run", "r1"),
+                flag("llmtrace.bench.warmup", true),
+            ],
+        ),
+        root(&format!("{:032x}", 2), &[text("llmtrace.bench.run", "r1")]),
+        root(&format!("{:032x}", 3), &[text("llmtrace.bench.run", "r2")]),
+    ]);
+    let result = collected(&store, Some("r1"));
+    assert_eq!(result.excluded_warmup, 1);
+    let chosen: Vec<usize> = result.rows.iter().map(|row| row.selected).collect();
+    assert_eq!(chosen, [1]);
+    assert_eq!(result.rows[0].facts.bench_run.as_deref(), Some("r1"));
+    assert_eq!(collected(&store, None).rows.len(), 2);
+}
+
+#[test]
+fn pythons_max_and_min_keep_the_first_argument_against_nan() {
+    assert!(py_max(f64::NAN, 1.0).is_nan());
+    assert_eq!(py_max(1.0, f64::NAN), 1.0);
+    assert!(py_min(f64::NAN, 1.0).is_nan());
+    assert_eq!(or_else(Some(0.0), 2.0), 2.0);
+    assert_eq!(or_else(Some(-1.0), 2.0), -1.0);
+}
