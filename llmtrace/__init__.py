@@ -15,11 +15,11 @@ the imports under ``TYPE_CHECKING`` below and see every name with its type.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from llmtrace._version import __version__
 
 if TYPE_CHECKING:
     from llmtrace.errors import ConfigError, LLMTraceError

@@ -400,10 +400,6 @@ def validate(s: Settings) -> None:
         raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
     if resolved_exporter(s) == "otlp":
         _check_tls_files(s)
-    if not isinstance(s.instrument, bool):
-        from llmtrace.instrumentation.registry import check_names
-
-        check_names(s.instrument)
 
 
 def resolved_exporter(s: Settings) -> str:

@@ -21,9 +21,9 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def llmtrace_version() -> str:
-    from llmtrace import __version__
+    from llmtrace._version import __version__
 
-    return str(__version__)
+    return __version__
 
 
 def check_run_name(name: str) -> str:

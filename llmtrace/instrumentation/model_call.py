@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import Tracer as SDKTracer
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
-from llmtrace.sdk import _compat
+from llmtrace.sdk import _compat, gate
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
@@ -295,19 +295,10 @@ def start_planned_call(
 
 # (sampler, whether it decides without looking at attributes, generation) for the last one asked:
 # one tuple replaced whole, so a reader on another thread never pairs a sampler with another's
-# answer. The generation moves at every switch of llmtrace's own sampler (forget_sampler): an
+# answer. The generation moves at every switch of llmtrace's own sampler (gate.forget_sampler): an
 # answer worked out from the sampler in force before a switch that happened meanwhile is never
 # taken for the new one's.
 _last_sampler: tuple[Any, bool, int] = (None, False, 0)
-_sampler_generation = 0
-
-
-def forget_sampler() -> None:
-    """The sampler last asked about decides otherwise now (llmtrace's switchable sampler was
-    given another): ask again."""
-    global _last_sampler, _sampler_generation
-    _sampler_generation += 1
-    _last_sampler = (None, False, _sampler_generation)
 
 
 def _attribute_blind(tracer: Any) -> bool:
@@ -325,14 +316,14 @@ def _attribute_blind(tracer: Any) -> bool:
         return False
     global _last_sampler
     last = _last_sampler
-    generation = _sampler_generation
+    generation = gate.sampler_generation
     if last[0] is sampler and last[2] == generation:
         return last[1]
     try:
         from opentelemetry.sdk.trace import sampling
 
         # llmtrace's own wrappers (its provider's switchable sampler, RecordUnsampled) decide as
-        # the sampler inside does (the switchable one says when it switches: forget_sampler).
+        # the sampler inside does (the switchable one says when it switches: gate.forget_sampler).
         decider = sampler
         while type(decider).__module__.startswith("llmtrace."):
             inner = getattr(decider, "wrapped_sampler", None)

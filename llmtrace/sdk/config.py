@@ -75,6 +75,7 @@ from llmtrace.options import (
     validate,
 )
 from llmtrace.options import activate as _activate
+from llmtrace.sdk import gate
 from llmtrace.sdk._attached import attach, detach
 from llmtrace.sdk.exporters.configured import make_exporter, otlp_exporter
 from llmtrace.sdk.exporters.delivery import CountingExporter, CountingProcessor, DeliveryStats
@@ -98,11 +99,6 @@ _owned_request_histograms: RequestHistograms | None = None
 _sampler_switch: _SwitchableSampler | None = None
 _request_metrics: RequestMetricsProcessor | None = None
 _atexit_registered = False
-# Read on every decorated call: True only while llmtrace's own provider samples nothing.
-drop_all = False
-# True while llmtrace's own provider records the traces its sampler drops (for the request
-# breakdown): instrumentation gates may then start spans under an unsampled parent.
-record_unsampled = False
 
 
 def _sampler(s: Settings) -> Sampler:
@@ -165,7 +161,7 @@ def init(
     and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
     ``request_metrics`` / ``request_metrics_unsampled``: see the module docstring.
     """
-    global _owned_provider, _atexit_registered, drop_all, _request_metrics, record_unsampled
+    global _owned_provider, _atexit_registered, _request_metrics
     with _lock:
         if initialized():
             logger.debug("llmtrace.init() called again; the first configuration stays")
@@ -211,6 +207,12 @@ def init(
             overrides["jaeger_url"] = jaeger_url
         s = replace(s, **overrides)
         validate(s)
+        if not isinstance(s.instrument, bool):
+            # The names the registry knows (the runtime's one reach into the instrumentation
+            # layer above it, with the instrument() call below: init() composes the two).
+            from llmtrace.instrumentation.registry import check_names
+
+            check_names(s.instrument)
         request_options = options_from(request_metrics, unsampled=request_metrics_unsampled)
         wants_unsampled = request_options.unsampled and request_options.enabled is not False
         if sampler is not None and not isinstance(sampler, Sampler):
@@ -225,7 +227,7 @@ def init(
             # OTEL_SDK_DISABLED: no provider, no exporter, no patches; decorators skip all work.
             logger.info("llmtrace: OTEL_SDK_DISABLED is set; tracing is off")
             _activate(s)
-            drop_all = True
+            gate.drop_all = True
             return
 
         current = trace.get_tracer_provider()
@@ -260,7 +262,7 @@ def init(
         if add_exporter and resolved_exporter(s) == "otlp":
             _install_metrics(s, resource, request_options)
         _request_metrics = _install_request_metrics(provider, request_options, wants_unsampled)
-        record_unsampled = wants_unsampled and provider is _owned_provider
+        gate.record_unsampled = wants_unsampled and provider is _owned_provider
         # The fast paths decided and probed here, not inside the first request's spans.
         try:
             from llmtrace.sdk import _compat
@@ -269,7 +271,7 @@ def init(
         except Exception:
             logger.debug("llmtrace: fast paths not prepared", exc_info=True)
         _activate(s)
-        drop_all = (
+        gate.drop_all = (
             provider is _owned_provider
             and sampler is None
             and drops_everything(s)
@@ -339,9 +341,7 @@ class _SwitchableSampler(Sampler):
         self.current = sampler
         self.should_sample = sampler.should_sample  # type: ignore[method-assign]
         # Model calls asked whether the sampler looks at attributes; the new one may.
-        from llmtrace.instrumentation.model_call import forget_sampler
-
-        forget_sampler()
+        gate.forget_sampler()
 
     @property
     def wrapped_sampler(self) -> Sampler:
@@ -543,7 +543,7 @@ def force_flush(timeout_millis: int = 30000) -> bool:
 def shutdown() -> None:
     """Flush and stop llmtrace's exporters (waiting at most ``shutdown_timeout`` seconds) and
     undo its instrumentation."""
-    global drop_all, _request_metrics, record_unsampled
+    global _request_metrics
     with _lock:
         s = _settings_in_force()
         if s is None:
@@ -556,9 +556,9 @@ def shutdown() -> None:
             logger.debug("llmtrace: uninstrument failed", exc_info=True)
         _stop_all(s, meters=False)
         _activate(None)
-        drop_all = False
+        gate.drop_all = False
         _request_metrics = None
-        record_unsampled = False
+        gate.record_unsampled = False
 
 
 def _stop_all(s: Settings, meters: bool) -> None:

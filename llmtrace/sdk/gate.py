@@ -37,10 +37,29 @@ from opentelemetry.instrumentation.utils import (
 from opentelemetry.trace import Span, Tracer
 
 from llmtrace import semconv
+from llmtrace._version import __version__
 from llmtrace.options import settings
-from llmtrace.sdk import _compat, _context_keys, config
+from llmtrace.sdk import _compat, _context_keys
 
 logger = logging.getLogger("llmtrace.instrumentation")
+
+# The gate's state, set by init() and shutdown() (llmtrace.sdk.config) and read on every call:
+# True only while llmtrace's own provider samples nothing (everything is dropped here, first).
+drop_all = False
+# True while llmtrace's own provider records the traces its sampler drops (for the request
+# breakdown): spans may then start under an unsampled parent.
+record_unsampled = False
+# Moves at every switch of llmtrace's own sampler: what a model call learnt about the sampler
+# (whether it reads a span's attributes, llmtrace.instrumentation.model_call) is asked again.
+sampler_generation = 0
+
+
+def forget_sampler() -> None:
+    """The sampler in force decides otherwise now (llmtrace's switchable sampler was given
+    another): what was learnt about it is asked again."""
+    global sampler_generation
+    sampler_generation += 1
+
 
 # Set on llmtrace's FunctionWrappers (a wrapt proxy keeps ``_self_*`` attributes to itself), so
 # a second patch can tell. Not a subclass: for a subclass, wrapt finds the type of the bound
@@ -93,7 +112,7 @@ def should_trace() -> bool:
     except while ``request_metrics_unsampled`` records unsampled requests for their breakdown.
     Reads the context once, directly: it runs on every decorated call and every HTTP request.
     """
-    if config.drop_all:
+    if drop_all:
         return False
     current = current_context()
     if _KEYS_FOUND:
@@ -101,13 +120,13 @@ def should_trace() -> bool:
             return False
     elif _suppressed(current):
         return False
-    return config.record_unsampled or _parent_allows(current)
+    return record_unsampled or _parent_allows(current)
 
 
 def traceable_context() -> otel_context.Context | None:
     """:func:`should_trace` that answers with the current context when it is open (None when
     not), for a caller that starts a span in that context next (one read of it for both)."""
-    if config.drop_all:
+    if drop_all:
         return None
     current = current_context()
     # (_suppressed inlined: this runs on every model call)
@@ -116,7 +135,7 @@ def traceable_context() -> otel_context.Context | None:
             return None
     elif _suppressed(current):
         return None
-    if not (config.record_unsampled or _parent_allows(current)):
+    if not (record_unsampled or _parent_allows(current)):
         return None
     return current
 
@@ -124,7 +143,7 @@ def traceable_context() -> otel_context.Context | None:
 def should_trace_http() -> bool:
     """:func:`should_trace`, and the HTTP layer is not suppressed by an instrumentation above it
     (the same one read of the context)."""
-    if config.drop_all:
+    if drop_all:
         return False
     current = current_context()
     if _KEYS_FOUND:
@@ -137,7 +156,7 @@ def should_trace_http() -> bool:
             return False
     elif _suppressed(current) or _http_suppressed(current):
         return False
-    return config.record_unsampled or _parent_allows(current)
+    return record_unsampled or _parent_allows(current)
 
 
 def _parent_allows(current: otel_context.Context) -> bool:
@@ -325,8 +344,6 @@ def get_tracer() -> Tracer:
 
     Taken once (a cached call costs next to nothing on every model call): the global provider can
     be set only once, and a tracer taken before it is set is a proxy that follows it."""
-    from llmtrace import __version__
-
     provider = _tracer_provider
     if provider is None:
         return trace.get_tracer(semconv.SCOPE_NAME, __version__)

@@ -37,7 +37,7 @@ Sampling: the processor sees only spans the sampler records. With ``unsampled=Tr
 ``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
 request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
 measures it: on a busy 2-core machine about 50 us per request of seven spans with the traces
-dropped, 170 us with them recorded and broken down). While it is on, ``config.record_unsampled``
+dropped, 170 us with them recorded and broken down). While it is on, ``gate.record_unsampled``
 is True, and llmtrace's instrumentation gates (which otherwise skip children of an unsampled
 parent) start children under a parent that is recorded but not sampled, so an unsampled
 request's stages are its own.

@@ -140,15 +140,15 @@ def test_unsampled_requests_are_counted_and_not_exported_by_init(tmp_path: Path)
                   for sm in rm.scope_metrics for m in sm.metrics
                   if m.name == "llmtrace.request.duration" for p in m.data.data_points]
         print(sum(p.count for p in points))
-        from llmtrace.sdk import config
-        print(config.record_unsampled)
+        from llmtrace.sdk import gate
+        print(gate.record_unsampled)
         llmtrace.shutdown()
-        print(config.record_unsampled)
+        print(gate.record_unsampled)
         """,
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    # the instrumentation gates read config.record_unsampled: on while in force
+    # the instrumentation gates read gate.record_unsampled: on while in force
     assert result.stdout.split() == ["25", "True", "False"]
     path = tmp_path / ".llmtrace" / "traces.jsonl"
     assert not path.exists() or path.read_text() == ""
