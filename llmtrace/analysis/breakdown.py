@@ -1,6 +1,12 @@
 """Per-trace latency breakdown: the critical path, and every instant of it assigned to a stage.
 
-Pure functions over one ``Trace``. The rules (DESIGN.md):
+These rules also exist in Rust (``native/src/analysis.rs``, kept equal by
+``tests/analysis/test_native.py``) because this Python breakdown, driven by the native reader, is
+3.2-3.75x slower than the all-native report and past the 1 GiB memory target at 100,000 requests
+(measured in benchmarks/README.md, report_engines.py); it stays the reference, and serves the
+runtime's request metrics and the install without Rust.
+
+Pure functions over one ``Trace``. The rules (docs/architecture.md, "How a trace is broken down"):
 
 * Only the critical path counts: walking back from the root's end, the child that finished last
   is what the parent was waiting for; time not covered by such a child is the parent's own.

@@ -3,9 +3,9 @@
 ``llmtrace report`` on a file, a directory or Jaeger's answers (OTLP JSON too) reads, links and
 breaks down traces with it when it is
 present: a wheel carries it, and an install from source builds it when Rust is there (see
-pyproject.toml; without Rust the install leaves it out and never fails). It is about ten times
-faster than the Python path and needs a fraction of the memory: a day of traces is millions of
-spans. It implements the rules of ``otlp.py``, ``breakdown.py`` and ``evidence.py`` step for
+pyproject.toml; without Rust the install leaves it out and never fails). It is several times
+faster than the Python path and lighter on memory at scale (measured in benchmarks/README.md,
+report_throughput.py and report_engines.py): a day of traces is millions of spans. It implements the rules of ``otlp.py``, ``breakdown.py`` and ``evidence.py`` step for
 step; the Python code stays the reference, and ``tests/analysis/test_native.py`` builds every
 report both ways and requires the same result. A change to the rules is made in both places;
 the conventions of other instrumentations are one table (``conventions.py``) handed to the

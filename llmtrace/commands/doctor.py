@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from llmtrace._urls import default_port
 from llmtrace.commands.report import add_jaeger_argument
 from llmtrace.errors import CommandError, ConfigError
 
@@ -138,7 +139,7 @@ def resolve_target(endpoint: str | None, protocol: str | None) -> Target:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CommandError(f"endpoint {chosen!r} is not a URL like http://localhost:4317")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port(parts.scheme)
     except ValueError:
         raise CommandError(f"endpoint {chosen!r} has an invalid port") from None
     return Target(

@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import Tracer as SDKTracer
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
 from llmtrace.sdk import _compat, gate
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
@@ -549,14 +550,23 @@ def make_request_wrappers(planner: Planner, types: SDKTypes) -> tuple[Any, Any]:
 
 
 Finish = Callable[..., Any]
+# Ends a model call's span that raised: (call, the exception).
+Fail = Callable[[ModelCall, BaseException], None]
 
 
 def call_model(
-    call: ModelCall, send: Any, args: Any, kwargs: Any, finish: Finish, *extra: Any
+    call: ModelCall,
+    send: Any,
+    args: Any,
+    kwargs: Any,
+    finish: Finish,
+    *extra: Any,
+    fail: Fail | None = None,
 ) -> Any:
     """Send a model call with ``call`` in flight (the HTTP layer enriches its span, no other
     model instrumentation adds one), then ``finish(result, call, *extra)`` records the response
-    or hands a stream to its recorder; a call that raised ends its span failed."""
+    or hands a stream to its recorder; a call that raised ends its span failed, by ``fail`` when
+    the provider's errors say more than their class (default :func:`fail_model_call`)."""
     in_flight = enter_model_call(call)
     try:
         try:
@@ -564,7 +574,7 @@ def call_model(
         finally:
             leave_model_call(in_flight)
     except BaseException as exc:
-        fail_model_call(call, exc)
+        (fail or fail_model_call)(call, exc)
         raise
     return _finished(result, call, finish, extra)
 
@@ -593,7 +603,8 @@ def _finished(result: Any, call: ModelCall, finish: Finish, extra: tuple[Any, ..
         try:
             call.set_collected()
         finally:
-            call.span.end()
+            # with its metrics: the call happened, whatever went wrong in recording it
+            end_model_span(call.span, call.started_at)
         return result
 
 
@@ -604,7 +615,7 @@ def fail_model_call(call: ModelCall, exc: BaseException) -> None:
     try:
         call.set_collected()
         status_code = getattr(exc, "status_code", None)
-        if isinstance(status_code, int) and not isinstance(status_code, bool):
+        if is_int(status_code):
             span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status_code)
         if isinstance(exc, Exception):
             record_error(span, exc)

@@ -9,15 +9,14 @@ response and the stream are recorded. The wrappers themselves are
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._urls import server_of
 from llmtrace.instrumentation.model_call import Plan
 from llmtrace.sdk.gate import bounded_content, capture_settings
 from llmtrace.sdk.streaming import ChunkParser
@@ -33,23 +32,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def reason_text(value: Any) -> str | None:
     """A finish reason as the provider sent it (an SDK enum's value), or None when absent."""
     if value is None or value == "":
         return None
     return value if value.__class__ is str else str(getattr(value, "value", value))
-
-
-@functools.lru_cache(maxsize=64)
-def server_of(url: str) -> tuple[str, int]:
-    """(host, port) of a base URL; the port the scheme implies when none is given."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.hostname or "", port
 
 
 def _jsonable(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Each use is a *fast path*: a shortcut past a public API that costs more, kept only where it
 saves a measurable share of llmtrace's own per-call cost (``benchmarks/overhead_peers.py``, run
-with the path on and off; the figures are in the README). Each declares the releases it was
+with the path on and off; measured in benchmarks/README.md, overhead_peers.py). Each declares the releases it was
 verified on (the lowest the suite ran on and the newest release series, so ``"1.45"`` covers
 every 1.45.x) and a public fallback that gives the same spans, attributes and phases. The
 fallback is used:
@@ -530,8 +530,8 @@ def parent_based_delegates(sampler: Any) -> list[Any] | None:
 class SpanFields:
     """``span-fields``: what the request breakdown reads an SDK span's fields with, each a C
     ``attrgetter`` where the public properties cost a Python call each (for a child span, which
-    the breakdown only holds, those calls were most of its work: 37% of the breakdown's cost per
-    request, ``benchmarks/overhead_core.py``)."""
+    the breakdown only holds, those calls were a large share of its work: measured in
+    benchmarks/README.md, overhead_core.py)."""
 
     # the class span processors are handed at a span's end, and the classes the tracer starts
     readable: type

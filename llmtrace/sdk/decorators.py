@@ -5,9 +5,10 @@ decorator works with or without parentheses, on functions, coroutines, generator
 generators, methods, staticmethods and classmethods, and keeps the wrapped function's signature.
 
 Generators get their span attached to the context only while they run a step (rule 3 of
-DESIGN.md): between ``yield``s the caller's context is untouched, so nothing leaks into the caller
-and nothing is detached in a context it was not attached in. ``@llm`` generators are timed by the
-shared stream lifecycle (``llmtrace.sdk.streaming``): the first non-empty item is the first token.
+docs/architecture.md): between ``yield``s the caller's context is untouched, so nothing leaks into
+the caller and nothing is detached in a context it was not attached in. ``@llm`` generators are
+timed by the shared stream lifecycle (``llmtrace.sdk.streaming``): the first non-empty item is
+the first token.
 """
 
 from __future__ import annotations

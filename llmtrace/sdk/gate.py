@@ -1,13 +1,13 @@
 """What every llmtrace instrumentor shares: safe patching, the model call in flight, settings.
 
-Patching (rule 1 and 5 of DESIGN.md): :class:`Patches` wraps one attribute at a time. An attribute
-this version of a library lacks is skipped with a debug log, never aborting the rest; an
-attribute llmtrace already wrapped is left alone (never wrapped twice); ``restore()`` puts every
-original back.
+Patching (rules 1 and 5 of docs/architecture.md): :class:`Patches` wraps one attribute at a
+time. An attribute this version of a library lacks is skipped with a debug log, never aborting
+the rest; an attribute llmtrace already wrapped is left alone (never wrapped twice);
+``restore()`` puts every original back.
 
-The gate (rule 7 of DESIGN.md): :func:`should_trace` is the one answer to "should this be traced?",
-asked by the decorators and by every instrumentation before it does any work. No other module
-decides it.
+The gate (rule 7 of docs/architecture.md): :func:`should_trace` is the one answer to "should this
+be traced?", asked by the decorators and by every instrumentation before it does any work. No
+other module decides it.
 
 The model call in flight: a model-client instrumentation (OpenAI, Anthropic) publishes its
 :class:`ModelCall` in a context variable while the SDK sends the request. The HTTP layer below
@@ -452,7 +452,8 @@ def leave_model_call(tokens: InFlight) -> None:
 # Model-call spans of a framework (LangChain's chat model run) that a provider model call may be
 # made under, by id: a framework watches its span, the provider's request wrapper notes a call
 # started beneath it, and the framework asks at the end whether the provider owned the timing
-# (rule 8 of DESIGN.md). Empty unless a framework is instrumented: one truth test per model call.
+# (rule 8 of docs/architecture.md). Empty unless a framework is instrumented: one truth test per
+# model call.
 _watched_model_spans: dict[int, int] = {}
 
 

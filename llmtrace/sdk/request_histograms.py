@@ -1,11 +1,11 @@
 """The request metrics' histograms aggregated by llmtrace, exported by llmtrace's own meter provider.
 
-Recording a point through the OpenTelemetry SDK costs about 7 us on a busy machine (the SDK
-copies, cleans and hashes the attributes of every point, builds a measurement, takes a lock per
-point); a request of seven spans records eleven. The request breakdown knows its attribute sets
-in advance (one per request name, model, error type and stage): here each set's series is found
-once, a request's points are appended under one lock, and the values are folded into their
-buckets in bulk (see ``Series``): about 19k CPU instructions in all for a request's eleven points.
+Recording a point through the OpenTelemetry SDK is costly (the SDK copies, cleans and hashes the
+attributes of every point, builds a measurement, takes a lock per point); a request of seven
+spans records eleven. The request breakdown knows its attribute sets in advance (one per request
+name, model, error type and stage): here each set's series is found once, a request's points are
+appended under one lock, and the values are folded into their buckets in bulk (see ``Series``).
+Both costs are measured in benchmarks/README.md, overhead_core.py.
 
 The SDK (1.45) has no interface to hand it aggregated data (no ``MetricProducer``), so these
 series reach the exporter through ``llmtrace.sdk._compat.RequestMetricsReader`` (the ``metric-reader``
@@ -68,10 +68,10 @@ class Series:
     Values are appended to ``pending`` as requests end and folded into the buckets, count, sum,
     min and max in bulk (``fold``): before each collection, and whenever ``FOLD_AFTER`` requests
     have been recorded since the last fold, which bounds what waits. Value by value, finding the
-    bucket (a binary search over the bounds, six comparisons of Python floats) cost about 1,700
-    CPU instructions a point, most of what recording a request cost. In bulk the values are
-    sorted (in C, comparing floats natively) and each bucket's count is the distance between
-    two bounds' positions among them, a few searches for the buckets the values reach. The
+    bucket (a binary search over the bounds, six comparisons of Python floats) was most of what
+    recording a request cost (measured in benchmarks/README.md, overhead_core.py). In bulk the
+    values are sorted (in C, comparing floats natively) and each bucket's count is the distance
+    between two bounds' positions among them, a few searches for the buckets the values reach. The
     result is the SDK's to the last bit: the same bucket rule (a value equal to a bound is in
     the bucket below it), and the sum added in the order the values came.
     """

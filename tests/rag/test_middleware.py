@@ -149,7 +149,9 @@ def test_an_unsampled_caller_gets_no_spans(spans, starlette_url) -> None:
     assert response.status_code == 200
     # A sampled request after it: once its span has ended, the unsampled one's would have too.
     sampled = f"00-{'1' * 32}-{CALLER_SPAN_ID}-01"
-    assert httpx.get(f"{starlette_url}/items/8", headers={"traceparent": sampled}).status_code == 200
+    assert (
+        httpx.get(f"{starlette_url}/items/8", headers={"traceparent": sampled}).status_code == 200
+    )
     marker = wait_for(spans, "GET /items/{item_id}")
     assert marker.context.trace_id == int("1" * 32, 16)
     assert [span.context.trace_id for span in spans.get_finished_spans()] == [int("1" * 32, 16)]

@@ -196,8 +196,9 @@ def instrumented_by(instrumentor_class: type[Any]) -> Any:
 
 
 def assert_retrieval_span(span: ReadableSpan, *, system: str, source: str, operation: str) -> None:
-    """``span`` is a store query as DESIGN.md names it: ``retrieval {source}``, kind CLIENT,
-    stage and operation ``retrieval``, and the database attributes of ``system``."""
+    """``span`` is a store query as the span conventions of docs/architecture.md name it:
+    ``retrieval {source}``, kind CLIENT, stage and operation ``retrieval``, and the database
+    attributes of ``system``."""
     assert span.name == f"retrieval {source}"
     assert span.kind == SpanKind.CLIENT
     assert span.attributes is not None

@@ -20,12 +20,14 @@ never by the ambient context alone; an entry leaves the map when its run ends or
   :class:`~llmtrace.sdk.streaming.StreamRecorder` from the first ``on_llm_new_token`` with content;
   usage from the messages' ``usage_metadata`` or ``llm_output`` (reported counts only).
 
-One model span per call (rule 8 of DESIGN.md): the LangChain model span stays the parent. While
-the model sends its request, its span is the current span (``BaseChatModel._generate_with_cache``
-is wrapped for that, and each step of ``BaseChatModel.stream()`` / ``astream()``), so a provider instrumentation (OpenAI, Anthropic) records its own model span beneath
-it and notes that it did (:func:`~llmtrace.sdk.gate.note_provider_call`). At its end
-the LangChain span then becomes stage ``other`` without TTFT or usage: the span closest to the
-wire owns them. Without a provider span beneath, the LangChain span keeps them.
+One model span per call (rule 8 of docs/architecture.md): the LangChain model span stays the
+parent. While the model sends its request, its span is the current span
+(``BaseChatModel._generate_with_cache`` is wrapped for that, and each step of
+``BaseChatModel.stream()`` / ``astream()``), so a provider instrumentation (OpenAI, Anthropic)
+records its own model span beneath it and notes that it did
+(:func:`~llmtrace.sdk.gate.note_provider_call`). At its end the LangChain span then becomes
+stage ``other`` without TTFT or usage: the span closest to the wire owns them. Without a
+provider span beneath, the LangChain span keeps them.
 
 Context: the callbacks attach nothing across calls (rule 3). The span of a run is made current
 only inside LangChain's own per-step context copies (``runnables.config._set_config_context``,
@@ -59,6 +61,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
@@ -204,10 +207,6 @@ class _PostprocessRun:
         self.started_at = time.time_ns()
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _whole_counts(token_count: Any) -> dict[str, Any] | None:
     """langchain-cohere's sync stream passes its counts only as response_metadata's
     ``token_count``, under usage_metadata's key names but as floats (Cohere's billed units)."""
@@ -258,7 +257,7 @@ def _result_attributes(response: Any) -> dict[str, Any]:
                 attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
             usage = _field(message, "usage_metadata") or _whole_counts(metadata.get("token_count"))
             if usage:
-                if _is_count(usage.get("input_tokens")) and _is_count(usage.get("output_tokens")):
+                if is_int(usage.get("input_tokens")) and is_int(usage.get("output_tokens")):
                     counted = True
                     input_tokens += usage["input_tokens"]
                     output_tokens += usage["output_tokens"]
@@ -269,9 +268,9 @@ def _result_attributes(response: Any) -> dict[str, Any]:
         token_usage = llm_output.get("token_usage") or llm_output.get("usage") or {}
         prompt = token_usage.get("prompt_tokens", token_usage.get("input_tokens"))
         completion = token_usage.get("completion_tokens", token_usage.get("output_tokens"))
-        if _is_count(prompt):
+        if is_int(prompt):
             attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = prompt
-        if _is_count(completion):
+        if is_int(completion):
             attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = completion
     else:
         attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
@@ -495,7 +494,7 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
                 semconv.GEN_AI_DATA_SOURCE_ID: str(source),
             }
             top_k = metadata.get("ls_top_k", metadata.get("k"))
-            if _is_count(top_k):
+            if is_int(top_k):
                 attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] = top_k
             self._start(run_id, parent_run_id, f"retrieval {source}", attributes)
         except Exception:
@@ -649,7 +648,7 @@ def _record_top_k(span: Span, retriever: Any, kwargs: Mapping[str, Any]) -> None
     try:
         search_kwargs = getattr(retriever, "search_kwargs", None) or {}
         top_k = kwargs.get("k", search_kwargs.get("k"))
-        if _is_count(top_k):
+        if is_int(top_k):
             span.set_attribute(semconv.GEN_AI_RETRIEVAL_TOP_K, top_k)
     except Exception:
         log_once(logger, "LangChain retriever top_k recording failed")

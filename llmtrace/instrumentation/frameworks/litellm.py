@@ -2,8 +2,8 @@
 
 LiteLLM is a framework over many providers; for some (OpenAI, Azure, OpenAI-compatible servers)
 it calls the ``openai`` SDK, for others (Anthropic, Gemini, Bedrock, ...) it speaks HTTP itself.
-Either way the LiteLLM call is the one model call (rule 4 and 8 of DESIGN.md): its span is
-published as the model call in flight while LiteLLM sends the request, so the ``openai``
+Either way the LiteLLM call is the one model call (rules 4 and 8 of docs/architecture.md): its
+span is published as the model call in flight while LiteLLM sends the request, so the ``openai``
 instrumentation underneath makes no second span and the HTTP layer puts its transport phases on
 this span instead of adding its own (and injects this span's ``traceparent``).
 
@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import acall_model, call_model, field_of, fields_of
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
@@ -125,7 +127,7 @@ def _endpoint(
         parts = urlsplit(base)
         if parts.hostname:
             attributes[semconv.SERVER_ADDRESS] = parts.hostname
-            attributes[semconv.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
+            attributes[semconv.SERVER_PORT] = parts.port or default_port(parts.scheme)
     return sent_model or model, attributes
 
 
@@ -301,7 +303,7 @@ class StreamChunkParser:
 
     def output_tokens(self) -> int | None:
         value = field_of(self.usage, "completion_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if is_int(value) else None
 
     def finish(self, span: Span) -> None:
         attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)

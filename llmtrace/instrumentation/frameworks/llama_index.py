@@ -43,10 +43,10 @@ Parents come from the dispatcher's parent ids, through a bounded map of the span
 a span whose parent LlamaIndex does not know (a thread it did not hand its context to) is
 parented by the current OpenTelemetry context instead.
 
-Context (rule 3 of DESIGN.md): a kept span is made current from its enter notice to its exit,
-which LlamaIndex sends from the same call (sync) or the same task (async), so provider calls,
-HTTP hops and application code inside it nest beneath it; nothing is held across a yield. A
-workflow's ``run`` returns a future whose exit arrives in a callback: it is never made current
+Context (rule 3 of docs/architecture.md): a kept span is made current from its enter notice to
+its exit, which LlamaIndex sends from the same call (sync) or the same task (async), so provider
+calls, HTTP hops and application code inside it nest beneath it; nothing is held across a yield.
+A workflow's ``run`` returns a future whose exit arrives in a callback: it is never made current
 (its steps are parented by id). The context is detached only where it was attached.
 
 Streams: a streamed query returns a ``StreamingResponse`` whose generator runs the model only

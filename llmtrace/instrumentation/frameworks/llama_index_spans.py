@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import default_port
 from llmtrace.instrumentation.model_call import field_of, fields_of
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.instrumentation.providers.openai import streamed_response_attributes
@@ -140,11 +142,7 @@ class ResponseParser:
         value = field_of(self.usage, "completion_tokens")
         if value is None:
             value = field_of(self.usage, "output_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+        return value if is_int(value) else None
 
 
 def method_of(span_id: str) -> str:
@@ -196,7 +194,7 @@ def describe(kind: str, id_: str, instance: Any, bound_args: Any) -> tuple[str, 
             semconv.GEN_AI_DATA_SOURCE_ID: source,
         }
         top_k = getattr(instance, "_similarity_top_k", getattr(instance, "similarity_top_k", None))
-        if is_count(top_k):
+        if is_int(top_k):
             attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] = top_k
         return f"{semconv.OP_RETRIEVAL} {source}", attributes
     if kind == RERANK:
@@ -205,7 +203,7 @@ def describe(kind: str, id_: str, instance: Any, bound_args: Any) -> tuple[str, 
         if isinstance(nodes, list):
             attributes[semconv.RERANK_INPUT_COUNT] = len(nodes)
         top_n = getattr(instance, "top_n", None)
-        if is_count(top_n):
+        if is_int(top_n):
             attributes[semconv.RERANK_TOP_N] = top_n
         model = getattr(instance, "model", None)
         if isinstance(model, str) and model:
@@ -257,5 +255,5 @@ def endpoint_attributes(llm: Any, model: str) -> dict[str, Any]:
     return {
         semconv.GEN_AI_PROVIDER_NAME: provider_name(parts.hostname, parts.port, parts.path),
         semconv.SERVER_ADDRESS: parts.hostname,
-        semconv.SERVER_PORT: parts.port or (443 if parts.scheme == "https" else 80),
+        semconv.SERVER_PORT: parts.port or default_port(parts.scheme),
     }

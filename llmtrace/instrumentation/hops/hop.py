@@ -18,13 +18,14 @@ Every request sent through ``Client.send`` / ``AsyncClient.send``:
 The phases come from the request's ``trace`` extension, the public interface ``httpcore`` and
 ``httpcore2`` give for it (their documented ``connection.*``, ``http11.*`` and ``http2.*``
 events): llmtrace's recorder is installed as the extension and passes every event on to the
-application's callback. (Hooking the connections' private steps instead saved 2-3% of llmtrace's
-own cost per model call, measured with ``benchmarks/overhead_peers.py``: not worth a silent
-break on the next ``httpcore`` release.)
+application's callback. (Hooking the connections' private steps instead saved only a few
+percent of llmtrace's own cost per model call, measured in benchmarks/README.md,
+overhead_peers.py: not worth a silent break on the next ``httpcore`` release.)
 
-Inside a model call the phases enrich the model span and no span is added (DESIGN.md rule 4).
-Outside one, the request gets a CLIENT span with stage ``network`` named after its method, unless
-OpenTelemetry's own httpx instrumentation is active for the library, which then owns HTTP spans.
+Inside a model call the phases enrich the model span and no span is added (docs/architecture.md,
+rule 4). Outside one, the request gets a CLIENT span with stage ``network`` named after its
+method, unless OpenTelemetry's own httpx instrumentation is active for the library, which then
+owns HTTP spans.
 Headers are never recorded; ``url.full`` has credentials and secret-looking query values removed.
 """
 
@@ -47,6 +48,7 @@ from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanKind
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE, SpanContext, TraceFlags, TraceState
 
 from llmtrace import semconv
+from llmtrace._urls import default_port
 from llmtrace.instrumentation.server_timings import server_timings_from_raw_headers
 from llmtrace.sdk import _context_keys
 from llmtrace.sdk._safety import log_once
@@ -112,10 +114,6 @@ def redact_url(url: str) -> str:
         return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
     except Exception:
         return ""
-
-
-def _default_port(scheme: str) -> int:
-    return 443 if scheme == "https" else 80
 
 
 class _PhaseEventsByName(dict[str, PhaseEvent | None]):
@@ -380,7 +378,7 @@ def start_network_span(method: str, url: str, host: str, port: int | None, schem
         semconv.HTTP_REQUEST_METHOD: method,
         semconv.URL_FULL: redact_url(url),
         semconv.SERVER_ADDRESS: host,
-        semconv.SERVER_PORT: port or _default_port(scheme),
+        semconv.SERVER_PORT: port or default_port(scheme),
     }
     return get_tracer().start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
 

@@ -24,6 +24,8 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -58,7 +60,7 @@ def usage_attributes(usage: Any) -> dict[str, int]:
         (semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, "cache_creation_input_tokens"),
     ):
         value = field_of(usage, name)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             attributes[attribute] = value
     return attributes
 
@@ -176,7 +178,7 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     model = body.get("model")
     stream = bool(kwargs.get("stream")) or body.get("stream") is True
     base_url = base_url_of(instance)
-    port = base_url.port or (443 if base_url.scheme == "https" else 80)
+    port = base_url.port or default_port(base_url.scheme)
     host = base_url.host
     # A self-hosted Anthropic-compatible endpoint is still spoken to in Anthropic's protocol.
     provider = provider_name(host, port, base_url.path)

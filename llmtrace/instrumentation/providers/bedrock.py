@@ -4,7 +4,8 @@ Covers the four model operations of a ``bedrock-runtime`` client: ``converse``,
 ``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``; and the
 guardrail check ``apply_guardrail`` (a span of its own, not a model call: stage ``prompt`` for a
 check of the input, which runs before the model, ``postprocess`` for a check of the output, as
-DESIGN.md files guardrails; with ``aws.bedrock.guardrail.id`` and ``llmtrace.guardrail.action``).
+the stage contract of docs/architecture.md files guardrails; with ``aws.bedrock.guardrail.id``
+and ``llmtrace.guardrail.action``).
 Every other AWS call (the client's other operations, every other service,
 ``bedrock-agent-runtime`` included) is left alone and gets no span from here.
 
@@ -59,8 +60,8 @@ Bedrock sends with its headers once the answer is complete.
 
 OpenTelemetry's botocore instrumentation: it spans every AWS call, and for ``bedrock-runtime``
 records GenAI attributes of its own. With both active there would be two model spans per call
-(rule 4 of DESIGN.md). llmtrace's span is the model span (stage, TTFT and generation timing,
-usage), and the botocore instrumentation's span is suppressed for exactly the calls llmtrace
+(rule 4 of docs/architecture.md). llmtrace's span is the model span (stage, TTFT and generation
+timing, usage), and the botocore instrumentation's span is suppressed for exactly the calls llmtrace
 traces, through its own hook: ``_AwsSdkExtension.should_trace_service_call()`` answering False is
 its "no span for this call" path. It is answered False only for the operations of
 ``bedrock-runtime`` traced here, while llmtrace traces (whichever of the two wrappers is
@@ -88,8 +89,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import server_of
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.instrumentation.model_call import start_model_call
+from llmtrace.instrumentation.model_call import call_model, start_model_call
 from llmtrace.instrumentation.providers.bedrock_formats import (
     APPLY_GUARDRAIL,
     PROVIDER,
@@ -106,15 +109,12 @@ from llmtrace.instrumentation.providers.bedrock_formats import (
     is_bedrock_runtime,
     metadata_attributes,
     plan_call,
-    server_of,
 )
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
     current_model_call,
-    enter_model_call,
     get_tracer,
-    leave_model_call,
     should_trace,
 )
 from llmtrace.sdk.span_errors import record_error
@@ -144,7 +144,7 @@ def record_aws_error(span: Span, exc: BaseException) -> None:
     metadata = response.get("ResponseMetadata")
     if isinstance(metadata, Mapping):
         status = metadata.get("HTTPStatusCode")
-        if isinstance(status, int) and not isinstance(status, bool):
+        if is_int(status):
             attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
     metadata_attributes(response, attributes)
     if attributes:
@@ -325,26 +325,9 @@ def _make_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if started is None:
         return wrapped(*args, **kwargs)
     call, plan = started
-    # Not model_call.call_model: its failure path types an error by its class, where an AWS error's
-    # code, HTTP status and request id are in its response (see record_aws_error).
-    in_flight = enter_model_call(call)
-    try:
-        try:
-            result = wrapped(*args, **kwargs)
-        finally:
-            leave_model_call(in_flight)
-    except BaseException as exc:
-        _fail(call, exc)
-        raise
-    try:
-        return _finish(result, call, plan)
-    except Exception:
-        log_once(logger, "Bedrock response recording failed")
-        try:
-            call.set_collected()
-        finally:
-            end_model_span(call.span, call.started_at)
-        return result
+    # Failed by _fail: an AWS error's code, HTTP status and request id are in its response (see
+    # record_aws_error), not in its class.
+    return call_model(call, wrapped, args, kwargs, _finish, plan, fail=_fail)
 
 
 def _apply_guardrail(wrapped: Any, client: Any, params: Any, args: Any, kwargs: Any) -> Any:

@@ -4,15 +4,15 @@ model family, read by shape (see :mod:`llmtrace.instrumentation.providers.bedroc
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import server_of
 from llmtrace.sdk.gate import (
     bounded_content,
     capture_settings,
@@ -96,9 +96,7 @@ _INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
 
 def _count(value: Any) -> int | None:
     """A token count: an int, or an integral float (Titan sends ``28.0``); else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if is_int(value):
         return value
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
@@ -137,12 +135,6 @@ def is_image_model(model_id: str) -> bool:
     return model_name(model_id).startswith(
         ("stability.", "amazon.titan-image", "amazon.nova-canvas")
     )
-
-
-@functools.lru_cache(maxsize=64)
-def server_of(endpoint_url: str) -> tuple[str, int]:
-    parts = urlsplit(endpoint_url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def is_bedrock_runtime(client: Any) -> bool:
@@ -424,7 +416,7 @@ def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
     if reasons:
         attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     response_id = body.get("id", body.get("response_id"))
-    if isinstance(response_id, int) and not isinstance(response_id, bool):
+    if is_int(response_id):
         response_id = str(response_id)  # AI21 Jurassic's numeric id
     if isinstance(response_id, str) and response_id:
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id

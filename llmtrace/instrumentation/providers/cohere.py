@@ -41,6 +41,7 @@ import wrapt
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -52,7 +53,6 @@ from llmtrace.instrumentation.model_call import (
 from llmtrace.instrumentation.model_call_methods import (
     StreamedText,
     call_attributes,
-    is_count,
     is_number,
     make_plan,
     numeric_parameters,
@@ -583,7 +583,7 @@ def _request_attributes(kind: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(documents, list | tuple):
             attributes[semconv.RERANK_INPUT_COUNT] = len(documents)
         top_n = kwargs.get("top_n")
-        if is_count(top_n):
+        if is_int(top_n):
             attributes[semconv.RERANK_TOP_N] = top_n
     return attributes
 

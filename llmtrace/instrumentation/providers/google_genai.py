@@ -62,11 +62,12 @@ import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import server_of
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.hops.hop import inject_trace_context
 from llmtrace.instrumentation.model_call import (
@@ -127,16 +128,6 @@ def _option(config: Any, name: str, camel: str) -> Any:
     return None if config is None else _Options(config).get(name, camel)
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-@functools.lru_cache(maxsize=64)
-def _server(base_url: str) -> tuple[str, int]:
-    parts = urlsplit(base_url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-
-
 def _endpoint_attributes(models: Any, options: _Options | None) -> dict[str, Any]:
     """Provider (the client's mode, not the host: a proxy or test server speaks the same API) and
     server of a ``Models`` object's client, with a per-request ``http_options.base_url``. The
@@ -160,7 +151,7 @@ def _endpoint(vertex_ai: bool, base_url: str | None) -> dict[str, Any]:
         semconv.GEN_AI_PROVIDER_NAME: PROVIDER_VERTEX_AI if vertex_ai else PROVIDER_GEMINI,
     }
     if base_url:
-        host, port = _server(base_url)
+        host, port = server_of(base_url)
         attributes[semconv.SERVER_ADDRESS] = host
         attributes[semconv.SERVER_PORT] = port
     return attributes
@@ -178,7 +169,7 @@ def _request_attributes(options: _Options | None) -> dict[str, Any]:
     if isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
     choices = options.get("candidate_count", "candidateCount")
-    if _is_count(choices) and choices != 1:
+    if is_int(choices) and choices != 1:
         attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
     return attributes
 
@@ -209,6 +200,8 @@ class Usage:
         if metadata is None:
             return
         get = fields_of(metadata).get
+        # Inline exact-class checks, not llmtrace._checks.is_int: this runs for every chunk that
+        # carries metadata, and the SDK's counts are plain ints (a bool or int subclass is dropped).
         value = get("prompt_token_count")
         if value.__class__ is int:
             self.input = value
@@ -476,7 +469,7 @@ _TYPES = SDKTypes(streams=(), async_streams=(types.AsyncGeneratorType,))
 
 def _status_code(exc: BaseException) -> int | None:
     code = getattr(exc, "code", None)
-    return code if _is_count(code) else None
+    return code if is_int(code) else None
 
 
 def _note_status(exc: BaseException) -> None:
@@ -523,7 +516,7 @@ def _anoting_status(wrapper: Any) -> Any:
 def _sent_in_flight(chunks: Iterator[Any], call: ModelCall) -> Iterator[Any]:
     """The chunks of a sync stream, whose request is sent when the first one is asked for: that
     step runs with the model call in flight (the HTTP hooks record its time to headers), and
-    no later one (rule 3 of DESIGN.md: nothing attached across a yield)."""
+    no later one (rule 3 of docs/architecture.md: nothing attached across a yield)."""
     in_flight = enter_model_call(call)
     try:
         first = next(chunks)
@@ -593,13 +586,13 @@ def _interaction_usage(usage: Any) -> dict[str, int]:
     get = fields_of(usage).get
     counts = Usage()
     value = get("total_input_tokens")
-    counts.input = value if _is_count(value) else None
+    counts.input = value if is_int(value) else None
     value = get("total_output_tokens")
-    counts.output = value if _is_count(value) else None
+    counts.output = value if is_int(value) else None
     value = get("total_cached_tokens")
-    counts.cached = value if _is_count(value) else None
+    counts.cached = value if is_int(value) else None
     value = get("total_thought_tokens")
-    counts.thoughts = value if _is_count(value) else None
+    counts.thoughts = value if is_int(value) else None
     return counts.attributes()
 
 
@@ -664,7 +657,7 @@ class InteractionEventParser:
 
 
 def _is_count_or_none(value: Any) -> int | None:
-    return value if _is_count(value) else None
+    return value if is_int(value) else None
 
 
 def plan_interaction(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:

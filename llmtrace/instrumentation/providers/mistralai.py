@@ -26,6 +26,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -37,7 +38,6 @@ from llmtrace.instrumentation.model_call import (
 from llmtrace.instrumentation.model_call_methods import (
     StreamedText,
     call_attributes,
-    is_count,
     make_plan,
     numeric_parameters,
     output_messages,
@@ -110,14 +110,14 @@ def usage_attributes(usage: Any) -> dict[str, int]:
         (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "completion_tokens"),
     ):
         value = reported(usage, name)
-        if is_count(value):
+        if is_int(value):
             attributes[attribute] = value
     # Prompt caching: newer responses say prompt_tokens_details.cached_tokens, older ones
     # num_cached_tokens (both arrive as extra fields the SDK keeps).
     cached = field_of(reported(usage, "prompt_tokens_details"), "cached_tokens")
     if cached is None:
         cached = reported(usage, "num_cached_tokens")
-    if is_count(cached):
+    if is_int(cached):
         attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
     return attributes
 
@@ -238,7 +238,7 @@ def _request_attributes(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
     choices = kwargs.get("n")
-    if is_count(choices) and choices != 1:
+    if is_int(choices) and choices != 1:
         attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
     encoding = kwargs.get("encoding_format")
     if isinstance(encoding, str):

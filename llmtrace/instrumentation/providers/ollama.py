@@ -42,11 +42,13 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast
+from typing import Any, cast
 
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Fields,
@@ -99,10 +101,6 @@ _OPTIONS: dict[str, str] = {
 }
 
 
-def _is_count(value: Any) -> TypeGuard[int]:
-    return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
-
-
 def response_attributes(fields: Fields) -> dict[str, Any]:
     """What Ollama's final response (or last stream line) says about the call: model, finish
     reason, token counts and the server's timings in seconds; only what it reported."""
@@ -114,10 +112,10 @@ def response_attributes(fields: Fields) -> dict[str, Any]:
     if isinstance(reason, str) and reason:
         attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
     input_tokens = fields.get("prompt_eval_count")
-    if _is_count(input_tokens):
+    if is_int(input_tokens):
         attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     output_tokens = fields.get("eval_count")
-    if _is_count(output_tokens):
+    if is_int(output_tokens):
         attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     # Every decoded response's fields are a dict (see fields_of).
     attributes.update(server_timings_from_ollama(cast(Mapping[str, Any], fields)))
@@ -244,7 +242,7 @@ class ChunkParser:
 
     def output_tokens(self) -> int | None:
         count = getattr(self._final, "eval_count", None)
-        return count if _is_count(count) else None
+        return count if is_int(count) else None
 
     def finish(self, span: Span) -> None:
         attributes: dict[str, Any] = {}
@@ -265,7 +263,7 @@ def _note_status(call: ModelCall, exc: BaseException) -> None:
     """An HTTP error's status on the span (``ResponseError.status_code``; -1 for an error line
     in a stream, which has none)."""
     status = getattr(exc, "status_code", None)
-    if _is_count(status) and status >= 100 and call.span.is_recording():
+    if is_int(status) and status >= 100 and call.span.is_recording():
         call.span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
 
 
@@ -336,7 +334,7 @@ class _AsyncSentOnFirstStep:
 
 def _endpoint(instance: Any) -> dict[str, Any]:
     url = instance._client.base_url
-    port = url.port or (443 if url.scheme == "https" else 80)
+    port = url.port or default_port(url.scheme)
     return {
         semconv.GEN_AI_PROVIDER_NAME: PROVIDER,
         semconv.SERVER_ADDRESS: url.host,

@@ -23,6 +23,8 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace._checks import is_int
+from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -92,7 +94,7 @@ def request_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
     elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
     choices = body.get("n")
-    if isinstance(choices, int) and not isinstance(choices, bool) and choices != 1:
+    if is_int(choices) and choices != 1:
         attributes[semconv.GEN_AI_REQUEST_CHOICE_COUNT] = choices
     encoding = body.get("encoding_format")
     if isinstance(encoding, str):
@@ -117,26 +119,21 @@ def _add_usage(attributes: dict[str, Any], usage: Any) -> None:
     output_tokens = get("completion_tokens")
     if output_tokens is None:
         output_tokens = get("output_tokens")
-    if _is_count(input_tokens):
+    if is_int(input_tokens):
         attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-    if _is_count(output_tokens):
+    if is_int(output_tokens):
         attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     # Most servers other than OpenAI's report no details: nothing more to look into then.
     details = get("prompt_tokens_details") or get("input_tokens_details")
     if details is not None:
         cached = fields_of(details).get("cached_tokens")
-        if _is_count(cached):
+        if is_int(cached):
             attributes[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
     details = get("completion_tokens_details") or get("output_tokens_details")
     if details is not None:
         reasoning = fields_of(details).get("reasoning_tokens")
-        if _is_count(reasoning):
+        if is_int(reasoning):
             attributes[semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-
-
-def _is_count(value: Any) -> bool:
-    # An int and not a bool; the exact class answers for almost every value.
-    return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _responses_finish_reason(response: Any) -> str | None:
@@ -489,7 +486,7 @@ def _start_of(base_url: Any, operation: str, stage: str, model: str | None, stre
     start = calls.get(key)
     if start is not None:
         return start
-    port = base_url.port or (443 if base_url.scheme == "https" else 80)
+    port = base_url.port or default_port(base_url.scheme)
     attributes: dict[str, Any] = {
         semconv.STAGE: stage,
         semconv.GEN_AI_OPERATION_NAME: operation,

@@ -2,7 +2,8 @@
 
 A library module describes a call (``Operation``) and how to read its result; this module starts
 the span, runs the call, records the outcome and ends the span exactly once. Whatever goes wrong
-in the describing or reading is logged once and the call proceeds untouched (DESIGN.md rule 1).
+in the describing or reading is logged once and the call proceeds untouched
+(docs/architecture.md, rule 1).
 
 One span per logical operation (rule 4): when the application already wrapped the call in a
 span of the same stage (``@llmtrace.retrieval`` around a store query, ``@llmtrace.embedding``
@@ -74,7 +75,8 @@ def retrieval_operation(
     batch_size: int | None = None,
     query_text: str | None = None,
 ) -> Operation:
-    """A query against a store: a ``retrieval`` span per DESIGN.md."""
+    """A query against a store: a ``retrieval`` span per the span conventions of
+    docs/architecture.md."""
     attributes: dict[str, AttributeValue] = {
         semconv.STAGE: "retrieval",
         semconv.GEN_AI_OPERATION_NAME: semconv.OP_RETRIEVAL,

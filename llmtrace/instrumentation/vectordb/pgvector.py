@@ -221,8 +221,9 @@ class PgVectorInstrumentor(LibraryInstrumentor):
     """Traces pgvector searches sent through psycopg 3 (sync and async cursors).
 
     ``execute`` runs for every statement an application sends, so it is replaced by a plain
-    function rather than wrapped in a ``wrapt`` proxy: on psycopg's cursor the proxy alone added
-    about three times the cost of the whole check (see the README's overhead figures). A row's
+    function rather than wrapped in a ``wrapt`` proxy: on psycopg's cursor the proxy alone cost
+    several times the whole check (measured in benchmarks/README.md, "Measured without a
+    script"). A row's
     third element is therefore a factory, ``original execute -> replacement``.
     """
 
