@@ -1,23 +1,24 @@
-"""One module per model provider for ``benchmarks/overhead_clients.py``.
+"""The other model providers of ``benchmarks/overhead_clients.py``: one table, one harness.
 
-Each module here defines ``case(server, tracer) -> ProviderCase``: the provider's real client
-pointed at the simulated model server (its wire format registered on ``server``), one plain
-non-streamed call, the same call inside a hand-written OpenTelemetry span recording the
-attributes llmtrace records for it, and (when the API streams) one streamed call that reads the
-whole stream. ``overhead_clients.py`` times each alike: no instrumentation, the hand-written span,
-llmtrace; and per streamed chunk, llmtrace against none.
+Each row of ``table.PROVIDERS`` names a provider's real client, the wire format it is served on
+the simulated model server, one plain call, one streamed call, and the attributes llmtrace
+records for the plain call. ``case`` makes of a row the same three things for every provider:
+the plain call, the same call inside a hand-written OpenTelemetry span recording those
+attributes, and the streamed call reading the whole stream. ``overhead_clients.py`` times each
+alike: no instrumentation, the hand-written span, llmtrace; and per streamed chunk, llmtrace
+against none.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 
+from benchmarks.providers.table import PROVIDERS, Provider
 from tests.servers.model_server import ModelServer
 
 
@@ -34,13 +35,54 @@ class ProviderCase:
 CaseFactory = Callable[[ModelServer, trace.Tracer], ProviderCase]
 
 
+def case(provider: Provider, server: ModelServer, tracer: trace.Tracer) -> ProviderCase:
+    """The provider's client pointed at ``server`` (its wire format registered there), and its
+    calls; ImportError when the client library is not installed."""
+    # The calls hold the client: a google-genai Client no longer referenced closes its HTTP client.
+    client = provider.client(provider.url(server))
+    provider.register(server)
+    call = functools.partial(provider.call, client)
+    request_attributes = {
+        "gen_ai.operation.name": provider.operation,
+        "gen_ai.provider.name": provider.provider_name,
+        "gen_ai.request.model": provider.model,
+        **provider.request_attributes,
+        "gen_ai.request.stream": False,
+        "server.address": "127.0.0.1",
+        "server.port": server.port,
+        "llmtrace.stage": "ttft",
+    }
+
+    def hand_written() -> Any:
+        """The attributes llmtrace records for the call, set by hand."""
+        with tracer.start_as_current_span(
+            f"{provider.operation} {provider.model}",
+            kind=trace.SpanKind.CLIENT,
+            attributes=request_attributes,
+        ) as span:
+            response = call()
+            span.set_attributes(provider.response_attributes(response))
+            return response
+
+    stream = None
+    if provider.stream is not None:
+        stream = functools.partial(_chunks_read, provider.stream, client)
+    return ProviderCase(
+        name=provider.name,
+        instrument=provider.instrument,
+        call=call,
+        hand_written=hand_written,
+        stream=stream,
+        notes=provider.notes,
+    )
+
+
+def _chunks_read(streamed_call: Callable[[Any], Iterable[Any]], client: Any) -> int:
+    """One streamed call read to the end: how many chunks it gave."""
+    return sum(1 for _ in streamed_call(client))
+
+
 def factories() -> list[tuple[str, CaseFactory]]:
-    """Every provider module's ``case``, by module name (a module whose client is not installed
-    is left out, and said so by the caller)."""
-    found = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        found.append((info.name, module.case))
-    return found
+    """Every provider's ``case``, by its key (one whose client is not installed raises
+    ImportError, and is left out and said so by the caller)."""
+    return [(provider.key, functools.partial(case, provider)) for provider in PROVIDERS]

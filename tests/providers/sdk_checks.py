@@ -1,16 +1,28 @@
-"""Checks the Mistral and Cohere tests make alike (both SDKs traced at their public methods)."""
+"""What the provider tests read and check alike: the spans a test finished, credentials kept out
+of them, recorded exchanges, and applications run in a subprocess."""
 
 from __future__ import annotations
 
-import asyncio
+import gzip
+import json
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from llmtrace.analysis.sources import load_traces
 from tests.instrumentation.conftest import model_spans
 from tests.subprocesses import clean_environment, run
+
+# --- the spans a test finished --------------------------------------------------------------------
+
+
+def only_span(spans: Any) -> Any:
+    """The one finished span, whatever it is."""
+    finished = spans.get_finished_spans()
+    assert len(finished) == 1, [s.name for s in finished]
+    return finished[0]
 
 
 def only_model_span(spans: Any) -> Any:
@@ -21,9 +33,30 @@ def only_model_span(spans: Any) -> Any:
     return span
 
 
-def assert_no_secret(span: Any, secret: str) -> None:
-    for value in span.attributes.values():
-        assert secret not in str(value)
+def one_model_span(spans: Any) -> Any:
+    """The one model span among the finished spans (an HTTP span may be beside it)."""
+    (span,) = model_spans(spans)
+    return span
+
+
+def _recorded_text(span: Any) -> str:
+    """Everything a span says: its name, attribute values and its events' attribute values."""
+    parts = [span.name, *map(str, (span.attributes or {}).values())]
+    for event in span.events:
+        parts += map(str, (event.attributes or {}).values())
+    return "\n".join(parts)
+
+
+def assert_no_secret(span: Any, *secrets: str) -> None:
+    text = _recorded_text(span)
+    for secret in secrets:
+        assert secret not in text, (span.name, secret)
+
+
+def assert_no_secret_in(spans: Any, *secrets: str) -> None:
+    """No finished span holds any of ``secrets``."""
+    for span in spans.get_finished_spans():
+        assert_no_secret(span, *secrets)
 
 
 def assert_http_spans_are_theirs_under_ours(spans: Any, ours: list[Any]) -> None:
@@ -34,50 +67,6 @@ def assert_http_spans_are_theirs_under_ours(spans: Any, ours: list[Any]) -> None
     assert all(s.instrumentation_scope.name != "llmtrace" for s in others)
     parents = sorted(s.parent.span_id for s in others)
     assert parents == sorted(s.context.span_id for s in ours)
-
-
-def cancel_while_reading(consume: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run ``consume()`` and cancel it 200 ms in (the server must still be streaming then)."""
-
-    async def main() -> None:
-        task = asyncio.ensure_future(consume())
-        await asyncio.sleep(0.2)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            return
-        raise AssertionError("the stream ended before it was cancelled")
-
-    asyncio.run(main())
-
-
-INIT_APP = """
-import sys
-
-{before}
-import llmtrace
-from llmtrace.instrumentation import registry
-
-llmtrace.init(service_name="provider-app", exporter="file", file_path=sys.argv[1])
-{code}
-assert {name!r} in registry.instrumented(), registry.instrumented()
-llmtrace.shutdown()
-print("ok")
-"""
-
-
-def run_init_app(tmp_path: Path, name: str, code: str, *args: str, before: str = "") -> Any:
-    """An application that calls ``llmtrace.init()`` (after ``before``), then runs ``code``
-    (reading ``sys.argv[2:]``): the root span of the one trace it wrote, and the file's text."""
-    traces_file = tmp_path / "traces.jsonl"
-    app = INIT_APP.format(before=before, code=code, name=name)
-    result = run(
-        [sys.executable, "-c", app, str(traces_file), *args], tmp_path, clean_environment()
-    )
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
-    (trace_,) = load_traces(str(traces_file)).traces
-    return trace_.root, traces_file.read_text()
 
 
 class FirstTokens:
@@ -117,3 +106,57 @@ class FirstTokens:
     def check(self) -> None:
         errors = [seen - ttft for seen, ttft in zip(self.seen, self.ttfts, strict=True)]
         assert sum(errors) / len(errors) < 0.005, (self.ttfts, self.seen)
+
+
+# --- recorded exchanges ---------------------------------------------------------------------------
+
+
+def cassette_interactions(cassette: Path) -> list[dict[str, Any]]:
+    """The recorded request/response pairs of one cassette, in the order they were made."""
+    return yaml.safe_load(cassette.read_text())["interactions"]
+
+
+def body_text(raw: str | bytes) -> str:
+    """A recorded body as text: gzip-compressed ones (``!!binary``, ``H4sI``) decompressed."""
+    data = raw if isinstance(raw, bytes) else raw.encode()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
+
+
+# --- applications in a subprocess -----------------------------------------------------------------
+
+INIT_APP = """
+import sys
+
+{before}
+import llmtrace
+from llmtrace.instrumentation import registry
+
+llmtrace.init(service_name="provider-app", exporter="file", file_path=sys.argv[1])
+{code}
+assert {name!r} in registry.instrumented(), registry.instrumented()
+llmtrace.shutdown()
+print("ok")
+"""
+
+
+def run_init_app(tmp_path: Path, name: str, code: str, *args: str, before: str = "") -> Any:
+    """An application that calls ``llmtrace.init()`` (after ``before``), then runs ``code``
+    (reading ``sys.argv[2:]``): the root span of the one trace it wrote, and the file it wrote."""
+    traces_file = tmp_path / "traces.jsonl"
+    app = INIT_APP.format(before=before, code=code, name=name)
+    result = run(
+        [sys.executable, "-c", app, str(traces_file), *args], tmp_path, clean_environment()
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+    (trace_,) = load_traces(str(traces_file)).traces
+    return trace_.root, traces_file
+
+
+def exported_spans(traces_file: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each span of an OTLP JSON lines file, with the name of the scope that made it."""
+    spans = []
+    for line in traces_file.read_text().splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
+    return spans

@@ -20,15 +20,11 @@ from __future__ import annotations
 import base64
 import gc
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import boto3
-import botocore.config
 import pytest
-import yaml
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 from opentelemetry.trace import SpanKind, StatusCode
@@ -37,54 +33,24 @@ from urllib3.exceptions import ProtocolError
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
 from tests.frameworks.timing import assert_ttft
+from tests.providers.sdk_checks import (
+    assert_no_secret_in,
+    cassette_interactions,
+    exported_spans,
+    model_spans,
+    only_span,
+)
+from tests.providers.table import AWS_ACCESS_KEY, AWS_SECRET_KEY, AWS_SESSION_TOKEN, BEDROCK
 from tests.servers import bedrock
-from tests.servers.fixtures import RECORDED, cassettes
+from tests.servers.fixtures import RECORDED
 from tests.subprocesses import run_instrumented_app
 
+PROVIDER = BEDROCK
 CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
 NOVA = "amazon.nova-lite-v1:0"
 TITAN = "amazon.titan-text-express-v1"
 LLAMA = "meta.llama3-8b-instruct-v1:0"
 MESSAGES = [{"role": "user", "content": [{"text": "Say hello"}]}]
-ACCESS_KEY = "AKIDEXAMPLE"
-SECRET_KEY = "wJalrXUtnFEMI-test-secret"
-SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLE-session-token"
-
-
-@pytest.fixture
-def instrumented() -> Iterator[list[str]]:
-    names = registry.instrument(["bedrock"])
-    yield names
-    registry.uninstrument()
-
-
-@pytest.fixture
-def server(model_server: Any) -> Iterator[Any]:
-    bedrock.register(model_server)
-    yield model_server
-    model_server.bedrock_stream_exception = None
-
-
-def _client(server: Any, service: str = "bedrock-runtime") -> Any:
-    return boto3.client(
-        service,
-        region_name="us-east-1",
-        endpoint_url=server.url,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        aws_session_token=SESSION_TOKEN,
-        config=botocore.config.Config(retries={"max_attempts": 1}),
-    )
-
-
-def _model_spans(spans: Any) -> list[Any]:
-    return [s for s in spans.get_finished_spans() if semconv.GEN_AI_OPERATION_NAME in s.attributes]
-
-
-def _one_span(spans: Any) -> Any:
-    finished = spans.get_finished_spans()
-    assert len(finished) == 1, [s.name for s in finished]
-    return finished[0]
 
 
 def _named(spans: Any) -> list[tuple[str, str]]:
@@ -100,13 +66,13 @@ def _invoke_body(**extra: Any) -> str:
 
 @pytest.mark.usefixtures("instrumented")
 def test_converse_records_usage_finish_reason_and_server_time(server, spans):
-    result = _client(server).converse(
+    result = PROVIDER.client(server).converse(
         modelId=CLAUDE,
         messages=MESSAGES,
         inferenceConfig={"maxTokens": 64, "temperature": 0.5, "topP": 0.9, "stopSequences": ["x"]},
         guardrailConfig={"guardrailIdentifier": "gr-1", "guardrailVersion": "1"},
     )
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.name == f"chat {CLAUDE}"
     assert span.kind == SpanKind.CLIENT
@@ -174,10 +140,10 @@ _FAMILIES = {
 @pytest.mark.parametrize("model_id", sorted(_FAMILIES))
 def test_invoke_model_reads_each_family_and_leaves_the_body_to_the_caller(server, spans, model_id):
     body, reasons, reports_id, operation = _FAMILIES[model_id]
-    result = _client(server).invoke_model(modelId=model_id, body=body)
+    result = PROVIDER.client(server).invoke_model(modelId=model_id, body=body)
     returned = json.loads(result["body"].read())  # the caller still reads the whole body
     assert returned
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.name == f"{operation} {model_id}"
     assert a[semconv.GEN_AI_OPERATION_NAME] == operation
@@ -197,11 +163,11 @@ def test_invoke_model_reads_each_family_and_leaves_the_body_to_the_caller(server
 
 @pytest.mark.usefixtures("instrumented")
 def test_titan_embeddings_are_an_embedding_stage(server, spans):
-    result = _client(server).invoke_model(
+    result = PROVIDER.client(server).invoke_model(
         modelId="amazon.titan-embed-text-v2:0", body=json.dumps({"inputText": "hello"})
     )
     vector = json.loads(result["body"].read())["embedding"]
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.name == "embeddings amazon.titan-embed-text-v2:0"
     assert a[semconv.STAGE] == "embedding"
@@ -214,8 +180,10 @@ def test_titan_embeddings_are_an_embedding_stage(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_image_generation_is_generate_content(server, spans):
     model_id = "stability.sd3-5-large-v1:0"
-    _client(server).invoke_model(modelId=model_id, body=json.dumps({"prompt": "a lighthouse"}))
-    span = _one_span(spans)
+    PROVIDER.client(server).invoke_model(
+        modelId=model_id, body=json.dumps({"prompt": "a lighthouse"})
+    )
+    span = only_span(spans)
     assert span.name == f"generate_content {model_id}"
     assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "generate_content"
 
@@ -230,8 +198,8 @@ def _converse_stream(client: Any) -> Any:
 @pytest.mark.usefixtures("instrumented")
 def test_converse_stream_records_usage_and_first_token(server, spans):
     server.configure(first_token_delay=0.05, token_delay=0.01)
-    events = list(_converse_stream(_client(server)))
-    span = _one_span(spans)
+    events = list(_converse_stream(PROVIDER.client(server)))
+    span = only_span(spans)
     a = span.attributes
     assert a[semconv.GEN_AI_REQUEST_STREAM] is True
     assert a[semconv.STREAM_END] == "completed"
@@ -260,11 +228,11 @@ def test_converse_stream_records_usage_and_first_token(server, spans):
 )
 def test_invoke_model_stream_reads_each_family(server, spans, model_id, reasons, reports_id):
     server.configure(first_token_delay=0.03)
-    response = _client(server).invoke_model_with_response_stream(
+    response = PROVIDER.client(server).invoke_model_with_response_stream(
         modelId=model_id, body=_invoke_body()
     )
     chunks = [json.loads(event["chunk"]["bytes"]) for event in response["body"]]
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert a[semconv.CHUNK_COUNT] == len(chunks)
     assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
@@ -297,11 +265,11 @@ def test_time_to_headers_is_timed_when_the_headers_arrive(server, spans, operati
     """botocore's urllib3 is not hooked: the endpoint's send returns at the response headers,
     before the stream's first event, and that moment is the time to headers."""
     server.configure(headers_delay=0.05, first_token_delay=0.2, tokens=["a"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     list(_STREAMS[operation](client))  # connection warm-up
     spans.clear()
     list(_STREAMS[operation](client))
-    (span,) = _model_spans(spans)
+    (span,) = model_spans(spans)
     a = span.attributes
     assert 0.05 <= a[semconv.TIME_TO_HEADERS] < 0.15
     assert a[semconv.TIME_TO_FIRST_TOKEN] >= 0.2
@@ -314,13 +282,13 @@ def test_ttft_within_5ms_of_the_injected_delay(server, spans, operation):
     requests), and never earlier than the injected delay."""
     delay = 0.2
     server.configure(headers_delay=0.05, first_token_delay=delay, token_delay=0.01)
-    client = _client(server)
+    client = PROVIDER.client(server)
     list(_STREAMS[operation](client))  # connection warm-up
     found, requests = [], []
     for _ in range(6):
         spans.clear()
         list(_STREAMS[operation](client))
-        (span,) = _model_spans(spans)
+        (span,) = model_spans(spans)
         found.append(span)
         requests.append(server.requests[-1])
         assert span.attributes[semconv.TIME_TO_HEADERS] >= 0.05
@@ -330,12 +298,12 @@ def test_ttft_within_5ms_of_the_injected_delay(server, spans, operation):
 @pytest.mark.usefixtures("instrumented")
 @pytest.mark.parametrize("operation", sorted(_STREAMS))
 def test_stream_closed_early_ends_span_once(server, spans, operation):
-    stream = _STREAMS[operation](_client(server))
+    stream = _STREAMS[operation](PROVIDER.client(server))
     for _event in stream:
         break
     stream.close()
     stream.close()
-    span = _one_span(spans)
+    span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "closed"
     assert span.status.status_code == StatusCode.UNSET
 
@@ -343,13 +311,13 @@ def test_stream_closed_early_ends_span_once(server, spans, operation):
 @pytest.mark.usefixtures("instrumented")
 @pytest.mark.parametrize("read", [0, 2])
 def test_stream_dropped_ends_span_as_abandoned(server, spans, read):
-    stream = _converse_stream(_client(server))
+    stream = _converse_stream(PROVIDER.client(server))
     iterator = iter(stream)
     for _ in range(read):
         next(iterator)
     del stream, iterator
     gc.collect()
-    span = _one_span(spans)
+    span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"
 
 
@@ -357,11 +325,11 @@ def test_stream_dropped_ends_span_as_abandoned(server, spans, read):
 @pytest.mark.parametrize("operation", sorted(_STREAMS))
 def test_stream_cut_mid_way_raises_unchanged_and_ends_failed(server, spans, operation):
     server.configure(fail_after_chunks=2)
-    stream = _STREAMS[operation](_client(server))
+    stream = _STREAMS[operation](PROVIDER.client(server))
     with pytest.raises(ProtocolError):
         for _event in stream:
             pass
-    span = _one_span(spans)
+    span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "error"
     assert span.attributes[semconv.ERROR_TYPE] == "ProtocolError"
     assert span.status.status_code == StatusCode.ERROR
@@ -372,13 +340,13 @@ def test_stream_cut_mid_way_raises_unchanged_and_ends_failed(server, spans, oper
 def test_stream_exception_event_keeps_its_aws_code(server, spans, operation):
     server.configure(fail_after_chunks=2)
     server.bedrock_stream_exception = "modelStreamErrorException"
-    stream = _STREAMS[operation](_client(server))
+    stream = _STREAMS[operation](PROVIDER.client(server))
     received = []
     with pytest.raises(EventStreamError) as raised:
         for event in stream:
             received.append(event)
     assert raised.value.response["Error"]["Code"] == "modelStreamErrorException"
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert a[semconv.STREAM_END] == "error"
     assert a[semconv.ERROR_TYPE] == "modelStreamErrorException"
@@ -401,7 +369,7 @@ def test_invoke_model_body_cut_mid_way_fails_the_same_for_the_caller(server, spa
     """InvokeModel's body is read by the instrumentation: when that read fails, the caller's own
     read raises the same exception it would have raised uninstrumented, and the span fails."""
     server.configure(fail_after_chunks=0)
-    client = _client(server)
+    client = PROVIDER.client(server)
     plain = _read_cut_body(client)
     registry.instrument(["bedrock"])
     try:
@@ -411,30 +379,19 @@ def test_invoke_model_body_cut_mid_way_fails_the_same_for_the_caller(server, spa
         registry.uninstrument()
     assert type(traced) is type(plain)
     assert str(traced) == str(plain)
-    span = _one_span(spans)
+    span = only_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[semconv.ERROR_TYPE] == type(plain).__qualname__
 
 
 def test_client_made_before_instrumentation_is_traced(server, spans):
-    client = _client(server)
+    client = PROVIDER.client(server)
     registry.instrument(["bedrock"])
     try:
         client.converse(modelId=CLAUDE, messages=MESSAGES)
     finally:
         registry.uninstrument()
-    assert _one_span(spans).attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_nothing_is_traced_while_instrumentation_is_suppressed(server, spans):
-    from opentelemetry.instrumentation.utils import suppress_instrumentation
-
-    client = _client(server)
-    with suppress_instrumentation():
-        client.converse(modelId=CLAUDE, messages=MESSAGES)
-        list(_converse_stream(client))
-    assert spans.get_finished_spans() == ()
+    assert only_span(spans).attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
 
 
 def _failing_call(client: Any) -> None:
@@ -447,7 +404,7 @@ def _failing_call(client: Any) -> None:
 )
 def test_errors_pass_unchanged_with_the_aws_error_code(server, spans, status, code):
     server.configure(status=status)
-    client = _client(server)
+    client = PROVIDER.client(server)
     with pytest.raises(ClientError) as plain:
         _failing_call(client)
     names = registry.instrument(["bedrock"])
@@ -467,7 +424,7 @@ def test_errors_pass_unchanged_with_the_aws_error_code(server, spans, status, co
             "Code": code,
         }
     )
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.status.status_code == StatusCode.ERROR
     assert a[semconv.ERROR_TYPE] == code
@@ -475,16 +432,9 @@ def test_errors_pass_unchanged_with_the_aws_error_code(server, spans, status, co
     assert a[semconv.AWS_REQUEST_ID] == traced.value.response["ResponseMetadata"]["RequestId"]
 
 
-def _all_values(span: Any) -> str:
-    parts = [span.name, *map(str, span.attributes.values())]
-    for event in span.events:
-        parts += map(str, (event.attributes or {}).values())
-    return "\n".join(parts)
-
-
 @pytest.mark.usefixtures("instrumented")
 def test_no_credential_reaches_a_span(server, spans):
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.converse(modelId=CLAUDE, messages=MESSAGES)
     list(_converse_stream(client))
     client.invoke_model(modelId=CLAUDE, body=_invoke_body())
@@ -493,26 +443,24 @@ def test_no_credential_reaches_a_span(server, spans):
         client.invoke_model(modelId=CLAUDE, body=_invoke_body())
     sent = server.requests[-1].headers
     assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
-    assert sent["x-amz-security-token"] == SESSION_TOKEN
+    assert sent["x-amz-security-token"] == AWS_SESSION_TOKEN
     assert len(spans.get_finished_spans()) == 4
-    for span in spans.get_finished_spans():
-        text = _all_values(span)
-        for secret in (
-            ACCESS_KEY,
-            SECRET_KEY,
-            SESSION_TOKEN,
-            "Signature=",
-            "AWS4-HMAC",
-            sent["x-amz-date"],
-        ):
-            assert secret not in text, (secret, span.name)
+    assert_no_secret_in(
+        spans,
+        AWS_ACCESS_KEY,
+        AWS_SECRET_KEY,
+        AWS_SESSION_TOKEN,
+        "Signature=",
+        "AWS4-HMAC",
+        sent["x-amz-date"],
+    )
 
 
 @pytest.mark.usefixtures("instrumented")
 def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.converse(modelId=CLAUDE, messages=MESSAGES, system=[{"text": "Be brief"}])
-    assert semconv.GEN_AI_INPUT_MESSAGES not in _one_span(spans).attributes
+    assert semconv.GEN_AI_INPUT_MESSAGES not in only_span(spans).attributes
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     from llmtrace import options
 
@@ -525,7 +473,7 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     ):
         spans.clear()
         call()
-        a = _one_span(spans).attributes
+        a = only_span(spans).attributes
         assert "Say hello" in a[semconv.GEN_AI_INPUT_MESSAGES]
         assert json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES]) == [
             {"role": "assistant", "content": "Hello, world!"}
@@ -537,9 +485,9 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
 
 @pytest.mark.usefixtures("instrumented")
 def test_other_aws_calls_make_no_span(server, spans):
-    assert _client(server).list_async_invokes()["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert PROVIDER.client(server).list_async_invokes()["ResponseMetadata"]["HTTPStatusCode"] == 200
     with pytest.raises(Exception):  # noqa: B017 (an S3 answer the simulated server cannot give)
-        _client(server, "s3").list_buckets()
+        PROVIDER.client(server, service="s3").list_buckets()
     assert spans.get_finished_spans() == ()
 
 
@@ -547,13 +495,13 @@ def test_other_aws_calls_make_no_span(server, spans):
 @pytest.mark.parametrize(("source", "stage"), [("INPUT", "prompt"), ("OUTPUT", "postprocess")])
 def test_apply_guardrail_is_a_guardrail_stage_not_a_model_call(server, spans, source, stage):
     server.configure(headers_delay=0.05)
-    result = _client(server).apply_guardrail(
+    result = PROVIDER.client(server).apply_guardrail(
         guardrailIdentifier="gr-7",
         guardrailVersion="1",
         source=source,
         content=[{"text": {"text": "hello"}}],
     )
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.name == "apply_guardrail gr-7"
     assert a[semconv.STAGE] == stage
@@ -569,11 +517,11 @@ def test_apply_guardrail_is_a_guardrail_stage_not_a_model_call(server, spans, so
 def test_apply_guardrail_error_keeps_its_aws_code(server, spans):
     server.configure(status=429)
     with pytest.raises(ClientError) as raised:
-        _client(server).apply_guardrail(
+        PROVIDER.client(server).apply_guardrail(
             guardrailIdentifier="gr-7", guardrailVersion="1", source="INPUT", content=[]
         )
     assert type(raised.value).__name__ == "ThrottlingException"
-    span = _one_span(spans)
+    span = only_span(spans)
     assert span.attributes[semconv.ERROR_TYPE] == "ThrottlingException"
     assert span.status.status_code == StatusCode.ERROR
 
@@ -605,7 +553,7 @@ def test_instrument_and_uninstrument_restore_every_original():
 def test_not_traced_after_uninstrument(server, spans):
     registry.instrument(["bedrock"])
     registry.uninstrument()
-    _client(server).converse(modelId=CLAUDE, messages=MESSAGES)
+    PROVIDER.client(server).converse(modelId=CLAUDE, messages=MESSAGES)
     assert spans.get_finished_spans() == ()
 
 
@@ -623,7 +571,7 @@ def test_one_model_span_with_opentelemetry_botocore_instrumentation(server, span
         registry.instrument(["bedrock"])
         otel.instrument()
     try:
-        client = _client(server)
+        client = PROVIDER.client(server)
         client.converse(modelId=CLAUDE, messages=MESSAGES)
         list(_converse_stream(client))
         client.invoke_model(modelId=CLAUDE, body=_invoke_body())["body"].read()
@@ -660,7 +608,7 @@ def test_one_model_span_with_opentelemetry_botocore_instrumentation(server, span
     with_otel_only = BotocoreInstrumentor()
     with_otel_only.instrument()
     try:
-        _client(server).converse(modelId=CLAUDE, messages=MESSAGES)
+        PROVIDER.client(server).converse(modelId=CLAUDE, messages=MESSAGES)
     finally:
         with_otel_only.uninstrument()
     (span,) = spans.get_finished_spans()  # llmtrace gone: OpenTelemetry's span is back
@@ -669,12 +617,12 @@ def test_one_model_span_with_opentelemetry_botocore_instrumentation(server, span
 
 def test_langchain_span_is_structure_over_the_bedrock_span(server, spans, monkeypatch):
     """ChatBedrock over an instrumented client: the Bedrock span beneath owns TTFT and usage
-    (rule 8 of DESIGN.md), LangChain's span is structure (stage ``other``)."""
+    (rule 8 of docs/architecture.md), LangChain's span is structure (stage ``other``)."""
     from langchain_aws import ChatBedrock
 
     for variable, value in (
-        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
-        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+        ("AWS_ACCESS_KEY_ID", AWS_ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY),
     ):
         monkeypatch.setenv(variable, value)
     registry.instrument(["langchain", "bedrock"])
@@ -705,7 +653,6 @@ def test_langchain_span_is_structure_over_the_bedrock_span(server, spans, monkey
 
 # --- replay of the recordings -----------------------------------------------------------------
 
-_RECORDED = cassettes("bedrock")
 # Operation, by the recorded path's last segment.
 _ACTIONS = {
     "converse": "converse",
@@ -716,8 +663,8 @@ _ACTIONS = {
 
 
 def _interaction(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    interactions = yaml.safe_load(path.read_text())["interactions"]
-    return interactions[0]["request"], interactions[0]["response"]
+    first = cassette_interactions(path)[0]
+    return first["request"], first["response"]
 
 
 def _text(value: Any) -> str:
@@ -740,7 +687,7 @@ def _send_recorded(client: Any, request: dict[str, Any], server: Any) -> Any:
     path = "/" + uri.split("/", 3)[3]
     body = _text(request["body"])
     if host.startswith("bedrock-agent-runtime"):
-        agent = _client(server, "bedrock-agent-runtime")
+        agent = PROVIDER.client(server, service="bedrock-agent-runtime")
         sent = json.loads(body)
         if path == "/retrieveAndGenerate":
             return agent.retrieve_and_generate(**sent)
@@ -913,13 +860,13 @@ def _expected(request: dict[str, Any], response: dict[str, Any]) -> dict[str, An
 
 
 @pytest.mark.usefixtures("instrumented")
-@pytest.mark.parametrize("path", _RECORDED, ids=[p.stem for p in _RECORDED])
+@pytest.mark.parametrize("path", PROVIDER.cassettes, ids=lambda path: path.stem)
 def test_recording_replays_with_recorded_values(server, spans, path):
     request, response = _interaction(path)
     raw = response["body"]["string"]
     content_type = bedrock.EVENTSTREAM if isinstance(raw, bytes) else "application/json"
     server.play_cassette({"request": request, "response": response}, content_type=content_type)
-    client = _client(server)
+    client = PROVIDER.client(server)
     result = _send_recorded(client, request, server)
     assert result
     uri = request["uri"]
@@ -927,7 +874,7 @@ def test_recording_replays_with_recorded_values(server, spans, path):
         assert _named(spans) == []  # agent runtime calls are not traced
         return
     if "/guardrail/" in uri:
-        span = _one_span(spans)
+        span = only_span(spans)
         sent = json.loads(_text(request["body"]))
         assert span.attributes[semconv.STAGE] == (
             "prompt" if sent["source"] == "INPUT" else "postprocess"
@@ -935,7 +882,7 @@ def test_recording_replays_with_recorded_values(server, spans, path):
         assert span.attributes[semconv.GUARDRAIL_ACTION] == json.loads(raw)["action"]
         assert span.attributes[semconv.AWS_BEDROCK_GUARDRAIL_ID] == uri.split("/")[4]
         return
-    span = _one_span(spans)
+    span = only_span(spans)
     a = span.attributes
     assert span.status.status_code == StatusCode.OK
     expected = _expected(request, response)
@@ -965,10 +912,6 @@ def test_recording_replays_with_recorded_values(server, spans, path):
         assert a[semconv.STREAM_END] == "completed"
         assert a[semconv.CHUNK_COUNT] == len(_stream_payloads(raw))
         assert semconv.TIME_TO_FIRST_TOKEN in a
-
-
-def test_every_recording_is_replayed():
-    assert len(_RECORDED) == 36
 
 
 _TOOL_RECORDINGS: dict[str, list[tuple[str, Any]] | None] = {
@@ -1007,8 +950,8 @@ def test_recorded_tool_calls_are_captured_with_content(server, spans, monkeypatc
     raw = response["body"]["string"]
     content_type = bedrock.EVENTSTREAM if isinstance(raw, bytes) else "application/json"
     server.play_cassette({"request": request, "response": response}, content_type=content_type)
-    _send_recorded(_client(server), request, server)
-    a = _one_span(spans).attributes
+    _send_recorded(PROVIDER.client(server), request, server)
+    a = only_span(spans).attributes
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
     (message,) = json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES])
     expected = _TOOL_RECORDINGS[name] or _anthropic_stream_tool_calls(raw)
@@ -1049,11 +992,7 @@ def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
     instrumentation (installed here): each Bedrock call still has one span, llmtrace's."""
     done, traces = run_instrumented_app(_APP, tmp_path, "bedrock-app", server.url)
     assert done.returncode == 0, done.stderr[-3000:]
-    spans = []
-    for line in traces.read_text().splitlines():
-        for resource in json.loads(line).get("resourceSpans", []):
-            for scope in resource.get("scopeSpans", []):
-                spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
+    spans = exported_spans(traces)
     assert [(scope, span["name"]) for scope, span in spans] == [
         ("llmtrace", "chat m"),
         ("llmtrace", "chat m"),

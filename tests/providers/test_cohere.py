@@ -14,35 +14,30 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import gzip
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import cohere
 import cohere.core.http_client as cohere_http_client
 import pytest
-import yaml
 from opentelemetry.trace import SpanKind, StatusCode
 
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
-from tests.instrumentation.conftest import model_spans
 from tests.providers.sdk_checks import (
-    FirstTokens,
-    assert_http_spans_are_theirs_under_ours,
     assert_no_secret,
-    cancel_while_reading,
+    body_text,
+    cassette_interactions,
+    model_spans,
     only_model_span,
     run_init_app,
 )
+from tests.providers.table import COHERE, MESSAGES
 from tests.servers import cohere as cohere_server
-from tests.servers.fixtures import RECORDED, cassettes, sse_events
+from tests.servers.fixtures import RECORDED, sse_events
 
-LIBRARIES = ["cohere", "httpx", "httpx2"]
-MESSAGES = [{"role": "user", "content": "Say hello"}]
-API_KEY = "cohere-secret-key-123"
+PROVIDER = COHERE
 TOOLS = [
     {
         "type": "function",
@@ -55,34 +50,8 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def instrumented() -> Any:
-    names = registry.instrument(LIBRARIES)
-    assert "cohere" in names
-    yield names
-    registry.uninstrument()
-
-
-@pytest.fixture
-def server(model_server: Any) -> Any:
-    cohere_server.register(model_server)
-    return model_server
-
-
-def _v2(server: Any) -> cohere.ClientV2:
-    return cohere.ClientV2(api_key=API_KEY, base_url=server.url)
-
-
-def _async_v2(server: Any) -> cohere.AsyncClientV2:
-    return cohere.AsyncClientV2(api_key=API_KEY, base_url=server.url)
-
-
 def _v1(server: Any) -> cohere.Client:
-    return cohere.Client(api_key=API_KEY, base_url=server.url)
-
-
-def _no_secret(span: Any) -> None:
-    assert_no_secret(span, API_KEY)
+    return cohere.Client(api_key=PROVIDER.api_key, base_url=server.url)
 
 
 def _assert_server_usage(span: Any) -> None:
@@ -101,7 +70,7 @@ def _assert_server_usage(span: Any) -> None:
 
 @pytest.mark.usefixtures("instrumented")
 def test_v2_chat_records_request_response_and_both_counts(server, spans):
-    response = _v2(server).chat(
+    response = PROVIDER.client(server).chat(
         model="command-r", messages=MESSAGES, temperature=0.3, max_tokens=50, p=0.9, k=20, seed=3
     )
     span = only_model_span(spans)
@@ -127,7 +96,7 @@ def test_v2_chat_records_request_response_and_both_counts(server, spans):
     assert semconv.TIME_TO_HEADERS in a
     assert semconv.HTTP_RESPONSE_HEADERS in a  # the httpx phases are on the model span
     assert span.status.status_code == StatusCode.OK
-    _no_secret(span)
+    assert_no_secret(span, PROVIDER.api_key)
     traceparent = server.requests[-1].headers["traceparent"]
     assert traceparent.split("-")[2] == format(span.context.span_id, "016x")
 
@@ -135,7 +104,7 @@ def test_v2_chat_records_request_response_and_both_counts(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_v2_async_chat_is_one_span(server, spans):
     async def call() -> Any:
-        return await _async_v2(server).chat(model="command-r", messages=MESSAGES)
+        return await PROVIDER.async_client(server).chat(model="command-r", messages=MESSAGES)
 
     response = asyncio.run(call())
     span = only_model_span(spans)
@@ -146,7 +115,7 @@ def test_v2_async_chat_is_one_span(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_v2_stream_measures_ttft_and_reads_the_message_end(server, spans):
     server.configure(first_token_delay=0.05, token_delay=0.01, tokens=["a", "b", "c"])
-    events = list(_v2(server).chat_stream(model="command-r", messages=MESSAGES))
+    events = list(PROVIDER.client(server).chat_stream(model="command-r", messages=MESSAGES))
     assert [e.type for e in events][:2] == ["message-start", "content-start"]
     span = only_model_span(spans)
     a = span.attributes
@@ -169,7 +138,14 @@ def test_v2_stream_measures_ttft_and_reads_the_message_end(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_v2_async_stream(server, spans):
     async def consume() -> int:
-        return len([e async for e in _async_v2(server).chat_stream(model="m", messages=MESSAGES)])
+        return len(
+            [
+                e
+                async for e in PROVIDER.async_client(server).chat_stream(
+                    model="m", messages=MESSAGES
+                )
+            ]
+        )
 
     assert asyncio.run(consume()) == 8
     span = only_model_span(spans)
@@ -179,7 +155,7 @@ def test_v2_async_stream(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_stream_never_iterated_sends_nothing_and_has_no_span(server, spans):
-    stream = _v2(server).chat_stream(model="m", messages=MESSAGES)
+    stream = PROVIDER.client(server).chat_stream(model="m", messages=MESSAGES)
     del stream
     gc.collect()
     assert server.requests == []
@@ -187,22 +163,9 @@ def test_stream_never_iterated_sends_nothing_and_has_no_span(server, spans):
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_stream_left_early_ends_once_closed(server, spans):
-    stream = _v2(server).chat_stream(model="m", messages=MESSAGES)
-    for _event in stream:
-        break
-    stream.close()
-    stream.close()
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "closed"
-    assert span.attributes[semconv.CHUNK_COUNT] == 1
-    assert span.status.status_code == StatusCode.UNSET
-
-
-@pytest.mark.usefixtures("instrumented")
 def test_async_stream_left_early_ends_once_closed(server, spans):
     async def consume() -> None:
-        stream = _async_v2(server).chat_stream(model="m", messages=MESSAGES)
+        stream = PROVIDER.async_client(server).chat_stream(model="m", messages=MESSAGES)
         async for _event in stream:
             break
         await stream.aclose()
@@ -224,42 +187,8 @@ def test_v1_stream_cut_mid_way_ends_failed(server, spans):
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_abandoned_stream_ends_when_collected(server, spans):
-    stream = _v2(server).chat_stream(model="m", messages=MESSAGES)
-    next(stream)
-    del stream
-    gc.collect()
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "abandoned"
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_stream_cut_mid_way_raises_the_clients_error_and_ends_failed(server, spans):
-    server.configure(fail_after_chunks=2)
-    with pytest.raises(Exception) as raised:
-        list(_v2(server).chat_stream(model="m", messages=MESSAGES))
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "error"
-    assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
-    assert span.status.status_code == StatusCode.ERROR
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_cancelled_async_stream_ends_cancelled(server, spans):
-    server.configure(token_delay=0.5, tokens=["a", "b", "c"])
-
-    async def consume() -> None:
-        async for _event in _async_v2(server).chat_stream(model="m", messages=MESSAGES):
-            pass
-
-    cancel_while_reading(consume)
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "cancelled"
-
-
-@pytest.mark.usefixtures("instrumented")
 def test_tool_call_whole_and_streamed(server, spans):
-    client = _v2(server)
+    client = PROVIDER.client(server)
     response = client.chat(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="REQUIRED")
     assert response.message.tool_calls[0].function.name == "get_weather"
     server.configure(first_token_delay=0.03)
@@ -276,7 +205,7 @@ def test_tool_call_whole_and_streamed(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_v2_embed_and_rerank_sync_and_async(server, spans):
-    client = _v2(server)
+    client = PROVIDER.client(server)
     client.embed(
         model="embed-v4.0",
         texts=["a", "b"],
@@ -286,7 +215,7 @@ def test_v2_embed_and_rerank_sync_and_async(server, spans):
     client.rerank(model="rerank-v3.5", query="q", documents=["a", "b", "c"], top_n=2)
 
     async def calls() -> None:
-        client = _async_v2(server)
+        client = PROVIDER.async_client(server)
         await client.embed(
             model="embed-v4.0", texts=["a"], input_type="search_query", embedding_types=["float"]
         )
@@ -344,7 +273,7 @@ def test_v1_chat_whole_and_ndjson_stream(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_v1_async_chat_stream(server, spans):
     async def consume() -> int:
-        client = cohere.AsyncClient(api_key=API_KEY, base_url=server.url)
+        client = cohere.AsyncClient(api_key=PROVIDER.api_key, base_url=server.url)
         return len([e async for e in client.chat_stream(model="command", message="hi")])
 
     assert asyncio.run(consume()) == 6
@@ -380,7 +309,7 @@ def test_v1_embed_of_many_texts_is_one_span_per_request_in_the_callers_trace(ser
     request is a span, under the caller's span (llmtrace carries the context into the pool)."""
     from opentelemetry import trace as otel_trace
 
-    registry.instrument([*LIBRARIES, "threading"])
+    registry.instrument([*PROVIDER.libraries, "threading"])
     try:
         with otel_trace.get_tracer("app").start_as_current_span("index documents") as parent:
             _v1(server).embed(
@@ -399,7 +328,7 @@ def test_client_v2_property_and_the_genai_metrics(server, spans, metric_reader):
     from tests.instrumentation.test_metrics import histograms, points_for
 
     _v1(server).v2.chat(model="metrics-cohere", messages=MESSAGES)
-    list(_v2(server).chat_stream(model="metrics-cohere-stream", messages=MESSAGES))
+    list(PROVIDER.client(server).chat_stream(model="metrics-cohere-stream", messages=MESSAGES))
     found = histograms(metric_reader)
     (duration,) = points_for(found, "gen_ai.client.operation.duration", "metrics-cohere")
     assert duration.count == 1
@@ -421,9 +350,9 @@ def test_client_v2_property_and_the_genai_metrics(server, spans, metric_reader):
 def test_clients_made_before_instrumentation_are_traced_through_their_raw_client(server, spans):
     """cohere binds chat and chat_stream on each client when it is made: a client made before
     llmtrace instrumented cohere calls the originals, and is traced one layer down."""
-    v2, v1 = _v2(server), _v1(server)
-    async_v2 = _async_v2(server)
-    registry.instrument(LIBRARIES)
+    v2, v1 = PROVIDER.client(server), _v1(server)
+    async_v2 = PROVIDER.async_client(server)
+    registry.instrument(list(PROVIDER.libraries))
     try:
         server.configure(first_token_delay=0.03)
         v2.chat(model="v2", messages=MESSAGES)
@@ -457,8 +386,8 @@ def test_clients_made_before_instrumentation_are_traced_through_their_raw_client
 
 
 def test_raw_stream_of_an_early_client_left_early_or_failing(server, spans):
-    client = _v2(server)
-    registry.instrument(LIBRARIES)
+    client = PROVIDER.client(server)
+    registry.instrument(list(PROVIDER.libraries))
     try:
         stream = client.chat_stream(model="m", messages=MESSAGES)
         next(stream)
@@ -476,7 +405,7 @@ def test_raw_stream_of_an_early_client_left_early_or_failing(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_raw_responses_are_traced(server, spans):
-    client = _v2(server)
+    client = PROVIDER.client(server)
     raw = client.with_raw_response.chat(model="m", messages=MESSAGES)
     assert raw.data.finish_reason == "COMPLETE"
     with client.with_raw_response.chat_stream(model="m", messages=MESSAGES) as response:
@@ -493,10 +422,10 @@ def test_raw_responses_are_traced(server, spans):
 
 def _failing_calls(server: Any) -> list[Any]:
     def whole() -> Any:
-        return _v2(server).chat(model="m", messages=MESSAGES)
+        return PROVIDER.client(server).chat(model="m", messages=MESSAGES)
 
     def streamed() -> Any:
-        return list(_v2(server).chat_stream(model="m", messages=MESSAGES))
+        return list(PROVIDER.client(server).chat_stream(model="m", messages=MESSAGES))
 
     def v1_streamed() -> Any:
         return list(_v1(server).chat_stream(model="m", message="hi"))
@@ -517,7 +446,7 @@ def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_cl
         with pytest.raises(error_class) as raised:
             call()
         plain.append(raised.value)
-    registry.instrument(LIBRARIES)
+    registry.instrument(list(PROVIDER.libraries))
     try:
         traced = []
         for call in _failing_calls(server):
@@ -538,7 +467,7 @@ def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_cl
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes[semconv.ERROR_TYPE] == error_class.__qualname__
         assert span.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == status
-        _no_secret(span)
+        assert_no_secret(span, PROVIDER.api_key)
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -547,7 +476,7 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     options.reload()
-    client = _v2(server)
+    client = PROVIDER.client(server)
     client.chat(model="m", messages=MESSAGES)
     list(client.chat_stream(model="m", messages=MESSAGES))
     client.chat(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="REQUIRED")
@@ -562,19 +491,6 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     assert v1.attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] == "Be brief."
 
 
-def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
-    HTTPXClientInstrumentor().instrument()
-    try:
-        client = _v2(server)
-        client.chat(model="m", messages=MESSAGES)
-        list(client.chat_stream(model="m", messages=MESSAGES))
-    finally:
-        HTTPXClientInstrumentor().uninstrument()
-    assert_http_spans_are_theirs_under_ours(spans, model_spans(spans))
-
-
 INIT_CODE = """
 assert "cohere" not in sys.modules, "imported before the application imported it"
 import cohere
@@ -587,7 +503,8 @@ for event in client.chat_stream(model="command-r", messages=[{"role": "user", "c
 
 def test_init_instruments_cohere_when_the_app_imports_it(server, tmp_path):
     server.configure(first_token_delay=0.1)
-    root, written = run_init_app(tmp_path, "cohere", INIT_CODE, server.url)
+    root, traces_file = run_init_app(tmp_path, "cohere", INIT_CODE, server.url)
+    written = traces_file.read_text()
     assert root.name == "chat command-r"
     assert '"gen_ai.provider.name"' in written and '"cohere"' in written  # not kept by the reader
     assert root.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 5
@@ -611,69 +528,11 @@ def test_uninstrument_restores_the_client_methods(server, spans):
     assert all(hasattr(cls.__dict__[name], "__wrapped__") for cls, name in originals)
     registry.uninstrument(["cohere"])
     assert all(cls.__dict__[name] is original for (cls, name), original in originals.items())
-    _v2(server).chat(model="m", messages=MESSAGES)
+    PROVIDER.client(server).chat(model="m", messages=MESSAGES)
     assert model_spans(spans) == []
 
 
-# --- timing ------------------------------------------------------------------------------------
-
-FIRST_TOKEN = 0.3
-
-
-def _first_content(event: Any, seen: float | None) -> float | None:
-    return time.monotonic() if seen is None and event.type == "content-delta" else seen
-
-
-# cohere parses each event through pydantic's deprecated ``__fields__``: pytest recording those
-# warnings (one per event) would be timed as the client's own work.
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.usefixtures("instrumented")
-def test_ttft_matches_the_injected_first_token_delay_sync(server, spans):
-    server.configure(headers_delay=0.1, first_token_delay=FIRST_TOKEN, token_delay=0.02)
-    client = _v2(server)
-    client.chat(model="warm", messages=MESSAGES)  # connection warm-up
-    measured = FirstTokens(FIRST_TOKEN, 0.1)
-    for _ in range(5):
-        spans.clear()
-        seen = None
-        started = time.monotonic()
-        for event in client.chat_stream(model="m", messages=MESSAGES):
-            seen = _first_content(event, seen)
-        assert seen is not None
-        measured.add(spans, server, started, seen)
-    measured.check()
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.usefixtures("instrumented")
-def test_ttft_matches_the_injected_first_token_delay_async(server, spans):
-    server.configure(headers_delay=0.1, first_token_delay=FIRST_TOKEN, token_delay=0.02)
-    measured = FirstTokens(FIRST_TOKEN, 0.1)
-
-    async def run() -> None:
-        client = _async_v2(server)
-        await client.chat(model="warm", messages=MESSAGES)
-        for _ in range(5):
-            spans.clear()
-            seen = None
-            started = time.monotonic()
-            async for event in client.chat_stream(model="m", messages=MESSAGES):
-                seen = _first_content(event, seen)
-            assert seen is not None
-            measured.add(spans, server, started, seen)
-
-    asyncio.run(run())
-    measured.check()
-
-
 # --- replay of the recorded exchanges ----------------------------------------------------------
-
-RECORDINGS = cassettes("cohere")
-
-
-def _text(raw: Any) -> str:
-    data = raw if isinstance(raw, bytes) else raw.encode()
-    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
 
 
 def _counts(usage: dict[str, Any]) -> dict[str, Any]:
@@ -738,15 +597,14 @@ def _send(server_url: str, uri: str, sent: dict[str, Any], is_async: bool) -> No
 
 
 @pytest.mark.usefixtures("instrumented")
-@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+@pytest.mark.parametrize("path", PROVIDER.cassettes, ids=lambda path: path.stem)
 def test_recorded_exchange(path: Path, model_server, spans):
-    interactions = yaml.safe_load(path.read_text())["interactions"]
-    for interaction in interactions:
+    for interaction in cassette_interactions(path):
         spans.clear()
         model_server.requests.clear()
         request, response = interaction["request"], interaction["response"]
         sent = json.loads(request["body"])
-        expected = _expected(request["uri"], _text(response["body"]["string"]))
+        expected = _expected(request["uri"], body_text(response["body"]["string"]))
         model_server.play_cassette(interaction)
         _send(model_server.url, request["uri"], sent, path.stem.startswith("async_"))
         (served,) = model_server.requests
@@ -776,10 +634,6 @@ def test_recorded_exchange(path: Path, model_server, spans):
             assert a[semconv.TIME_TO_FIRST_TOKEN] >= a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
 
 
-def test_every_recording_is_replayed():
-    assert len(RECORDINGS) == 17
-
-
 # --- LangChain above Cohere --------------------------------------------------------------------
 
 LANGCHAIN_RECORDINGS = [
@@ -791,21 +645,20 @@ LANGCHAIN_RECORDINGS = [
 
 @pytest.mark.parametrize("name", LANGCHAIN_RECORDINGS)
 def test_langchain_over_cohere_keeps_the_timing_on_the_cohere_span(name, model_server, spans):
-    """DESIGN rule 8: LangChain's model span becomes structure, the Cohere span beneath owns the
-    first token and the usage (``tokens`` as Cohere reports them, with its prompt-cache hits)."""
+    """Rule 8 of docs/architecture.md: LangChain's model span becomes structure, the Cohere span
+    beneath owns the first token and the usage (``tokens`` as Cohere reports them, with its
+    prompt-cache hits)."""
     from langchain_cohere import ChatCohere
 
-    (interaction,) = yaml.safe_load((RECORDED / "langchain" / f"{name}.yaml").read_text())[
-        "interactions"
-    ]
+    (interaction,) = cassette_interactions(RECORDED / "langchain" / f"{name}.yaml")
     request, response = interaction["request"], interaction["response"]
-    body = _text(response["body"]["string"])
+    body = body_text(response["body"]["string"])
     # Served decompressed (the server drops a gzip header over a plain body).
     served = {**response, "body": {"string": body}}
     model_server.play_cassette({**interaction, "response": served}, content_type="application/json")
     sent = json.loads(request["body"])
     expected = _expected(request["uri"], body)
-    names = registry.instrument(["langchain", "threading", *LIBRARIES])
+    names = registry.instrument(["langchain", "threading", *PROVIDER.libraries])
     assert {"langchain", "cohere"} <= set(names)
     try:
         model = ChatCohere(model=sent["model"], base_url=model_server.url, cohere_api_key="k")

@@ -14,24 +14,22 @@ recordings (``client.interactions.create``, ``/v1beta/interactions``) are model 
 like ``generateContent``.
 
 Async clients send through ``aiohttp`` here (google-genai prefers it when it is installed), sync
-ones through ``httpx2``; the OpenTelemetry httpx test forces ``httpx`` and ``httpx2`` in turn.
+ones through ``httpx2``; the OpenTelemetry httpx test (``test_every_provider.py``) forces ``httpx``
+and ``httpx2`` in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import gzip
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import google.oauth2.credentials
 import pytest
-import yaml
 from google import genai
 from google.genai import errors, types
 from opentelemetry.trace import SpanKind, StatusCode
@@ -39,31 +37,17 @@ from opentelemetry.trace import SpanKind, StatusCode
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
 from tests.frameworks.timing import assert_ttft
+from tests.providers.sdk_checks import (
+    assert_no_secret_in,
+    body_text,
+    cassette_interactions,
+    model_spans,
+)
+from tests.providers.table import GOOGLE_GENAI
 from tests.servers import gemini
-from tests.servers.fixtures import RECORDED, cassettes
+from tests.servers.fixtures import RECORDED, sse_events
 
-LIBRARIES = ["google_genai", "httpx", "httpx2"]
-API_KEY = "AIza-test-secret-key"
-
-
-@pytest.fixture
-def instrumented() -> Iterator[list[str]]:
-    names = registry.instrument(LIBRARIES)
-    yield names
-    registry.uninstrument()
-
-
-@pytest.fixture
-def server(model_server: Any) -> Iterator[Any]:
-    gemini.register(model_server)
-    yield model_server
-    gemini.replay(model_server, [])
-
-
-def _client(server: Any, **options: Any) -> genai.Client:
-    return genai.Client(
-        api_key=API_KEY, http_options=types.HttpOptions(base_url=server.url, **options)
-    )
+PROVIDER = GOOGLE_GENAI
 
 
 def _vertex_client(server: Any) -> genai.Client:
@@ -76,22 +60,6 @@ def _vertex_client(server: Any) -> genai.Client:
     )
 
 
-def model_spans(spans: Any) -> list[Any]:
-    return [
-        s
-        for s in spans.get_finished_spans()
-        if semconv.GEN_AI_OPERATION_NAME in (s.attributes or {})
-    ]
-
-
-def _no_secret_in(spans: Any, *secrets: str) -> None:
-    for span in spans.get_finished_spans():
-        text = json.dumps({k: str(v) for k, v in (span.attributes or {}).items()}) + span.name
-        text += "".join(str(e.attributes) for e in span.events)
-        for secret in secrets:
-            assert secret not in text, (span.name, secret)
-
-
 pytestmark = pytest.mark.usefixtures("instrumented")
 
 
@@ -99,7 +67,7 @@ pytestmark = pytest.mark.usefixtures("instrumented")
 
 
 def test_generate_content_is_one_span_with_usage_and_response(server, spans):
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     response = client.models.generate_content(
         model="gemini-2.0-flash",
         contents="Say hello",
@@ -135,15 +103,15 @@ def test_generate_content_is_one_span_with_usage_and_response(server, spans):
     # The server joins the trace under the model span.
     traceparent = server.requests[-1].headers["traceparent"]
     assert traceparent.split("-")[2] == format(span.context.span_id, "016x")
-    assert server.requests[-1].headers["x-goog-api-key"] == API_KEY
-    _no_secret_in(spans, API_KEY)
+    assert server.requests[-1].headers["x-goog-api-key"] == PROVIDER.api_key
+    assert_no_secret_in(spans, PROVIDER.api_key)
 
 
 def test_calls_record_the_genai_client_metrics(server, spans, metric_reader):
     from tests.instrumentation.test_metrics import histograms, points_for
 
     server.configure(first_token_delay=0.03, tokens=["a", "b", "c"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.models.generate_content(model="metrics-gemini", contents="x")
     list(client.models.generate_content_stream(model="metrics-gemini-stream", contents="x"))
     found = histograms(metric_reader)
@@ -159,7 +127,7 @@ def test_calls_record_the_genai_client_metrics(server, spans, metric_reader):
 
 
 def test_a_config_dict_is_read_in_either_spelling(server, spans):
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     client.models.generate_content(
         model="m", contents="x", config={"temperature": 0.5, "maxOutputTokens": 7}
     )
@@ -170,7 +138,7 @@ def test_a_config_dict_is_read_in_either_spelling(server, spans):
 
 def test_stream_records_ttft_chunks_and_usage(server, spans):
     server.configure(first_token_delay=0.05, token_delay=0.01, tokens=["a", "b", "c"])
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     chunks = list(client.models.generate_content_stream(model="m", contents="x"))
     assert [c.text for c in chunks] == ["a", "b", "c"]
     (span,) = model_spans(spans)
@@ -189,12 +157,12 @@ def test_stream_records_ttft_chunks_and_usage(server, spans):
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert a[semconv.GEN_AI_RESPONSE_ID] == chunks[0].response_id
     assert a[semconv.OUTPUT_TOKENS_PER_SECOND] > 0
-    _no_secret_in(spans, API_KEY)
+    assert_no_secret_in(spans, PROVIDER.api_key)
 
 
 async def test_async_calls_are_traced_like_sync_ones(server, spans):
     server.configure(first_token_delay=0.03, tokens=["a", "b"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     response = await client.aio.models.generate_content(model="m", contents="x")
     stream = await client.aio.models.generate_content_stream(model="m", contents="x")
     texts = [chunk.text async for chunk in stream]
@@ -211,13 +179,13 @@ async def test_async_calls_are_traced_like_sync_ones(server, spans):
     assert embedding.attributes[semconv.STAGE] == "embedding"
     assert embedding.attributes[semconv.EMBEDDING_INPUT_COUNT] == 3
     assert len(spans.get_finished_spans()) == 3
-    _no_secret_in(spans, API_KEY)
+    assert_no_secret_in(spans, PROVIDER.api_key)
 
 
 async def test_async_calls_over_aiohttp_have_time_to_headers_and_trace_context(server, spans):
     """google-genai sends async calls with aiohttp when it is installed (it is here)."""
     server.configure(headers_delay=0.06, first_token_delay=0.1, tokens=["a", "b"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     assert client._api_client._use_aiohttp()
     await client.aio.models.generate_content(model="m", contents="x")
     stream = await client.aio.models.generate_content_stream(model="m", contents="x")
@@ -233,7 +201,7 @@ async def test_async_calls_over_aiohttp_have_time_to_headers_and_trace_context(s
 
 
 def test_embed_content_is_an_embeddings_span(server, spans):
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     result = client.models.embed_content(model="gemini-embedding-001", contents=["a", "b"])
     assert len(result.embeddings) == 2
     (span,) = spans.get_finished_spans()
@@ -264,7 +232,7 @@ def test_vertex_ai_client_is_gcp_vertex_ai_and_its_token_is_not_recorded(server,
     # Vertex AI's predict reports tokens per embedding (3 each here).
     assert embedding.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 6
     assert server.requests[-1].headers["authorization"] == "Bearer vertex-secret-token"
-    _no_secret_in(spans, "vertex-secret-token")
+    assert_no_secret_in(spans, "vertex-secret-token")
 
 
 def test_vertex_ai_embed_content_reports_its_input_tokens(server, spans):
@@ -282,7 +250,7 @@ def test_vertex_ai_embed_content_reports_its_input_tokens(server, spans):
 
 
 def test_chat_messages_are_one_span_each(server, spans):
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     chat = client.chats.create(model="gemini-2.0-flash")
     chat.send_message("hello")
     list(chat.send_message_stream("again"))
@@ -295,7 +263,7 @@ def test_chat_messages_are_one_span_each(server, spans):
 
 
 async def test_async_chat_messages_are_one_span_each(server, spans):
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     chat = client.aio.chats.create(model="gemini-2.0-flash")
     await chat.send_message("hello")
     stream = await chat.send_message_stream("again")
@@ -307,10 +275,10 @@ async def test_async_chat_messages_are_one_span_each(server, spans):
 
 
 def test_automatic_function_calling_is_a_span_per_request_with_the_tool_run_between(server, spans):
-    recording = yaml.safe_load(
-        (RECORDED / "google_genai" / "generate_content_automatic_tool_calling.yaml").read_text()
+    recorded = cassette_interactions(
+        RECORDED / "google_genai" / "generate_content_automatic_tool_calling.yaml"
     )
-    gemini.replay(server, recording["interactions"], "application/json")
+    gemini.replay(server, recorded, "application/json")
     ran_under: list[Any] = []
 
     def get_weather(location: str) -> str:
@@ -320,7 +288,7 @@ def test_automatic_function_calling_is_a_span_per_request_with_the_tool_run_betw
         ran_under.append(trace.get_current_span())
         return "sunny"
 
-    client = _client(server)  # held: a dropped Client closes its HTTP client
+    client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
     response = client.models.generate_content(
         model="gemini-2.0-flash",
         contents="What's the weather in Paris?",
@@ -346,7 +314,7 @@ def _raised(call: Any) -> BaseException:
 
 def test_errors_pass_unchanged_with_error_type(server, spans, instrumented):
     server.configure(status=429)
-    client = _client(server)
+    client = PROVIDER.client(server)
     traced = _raised(lambda: client.models.generate_content(model="m", contents="x"))
     traced_stream = _raised(
         lambda: list(client.models.generate_content_stream(model="m", contents="x"))
@@ -367,7 +335,7 @@ def test_errors_pass_unchanged_with_error_type(server, spans, instrumented):
 
 async def test_async_errors_pass_unchanged(server, spans):
     server.configure(status=503)
-    client = _client(server, retry_options=types.HttpRetryOptions(attempts=1))
+    client = PROVIDER.client(server, retry_options=types.HttpRetryOptions(attempts=1))
     with pytest.raises(errors.ServerError) as whole:
         await client.aio.models.generate_content(model="m", contents="x")
     stream = await client.aio.models.generate_content_stream(model="m", contents="x")
@@ -389,7 +357,7 @@ def test_stream_failing_mid_way_ends_its_span_with_the_error(server, spans):
     server.configure(fail_after_chunks=2, tokens=["a", "b", "c", "d"])
     seen: list[str] = []
     with pytest.raises(Exception) as raised:
-        client = _client(server)  # held: a dropped Client closes its HTTP client
+        client = PROVIDER.client(server)  # held: a dropped Client closes its HTTP client
         for chunk in client.models.generate_content_stream(model="m", contents="x"):
             seen.append(chunk.text)
     assert seen == ["a", "b"]
@@ -404,7 +372,7 @@ def test_stream_left_early_ends_its_span_once(server, spans):
     """The caller holds the SDK's own generator: leaving it (break, close) drops the stream
     llmtrace wraps below it, which ends the span then (as abandoned: it was not read to the end)."""
     server.configure(tokens=["a", "b", "c"], token_delay=0.01)
-    client = _client(server)
+    client = PROVIDER.client(server)
     for _chunk in client.models.generate_content_stream(model="m", contents="x"):
         break
     (span,) = model_spans(spans)
@@ -426,7 +394,7 @@ async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
     below it: the span ends as abandoned once the event loop has closed the SDK's inner
     generators; a cancelled reader ends it as cancelled."""
     server.configure(tokens=["a", "b", "c"], token_delay=0.05)
-    client = _client(server)
+    client = PROVIDER.client(server)
     stream = await client.aio.models.generate_content_stream(model="m", contents="x")
     async for _chunk in stream:
         break
@@ -459,11 +427,11 @@ async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
 
 def test_interleaved_streams_keep_their_own_spans_and_leak_no_context(server, spans):
     """Each stream's request is sent with its own span current (its traceparent), and that span is
-    never left current in the caller between chunks (rule 3 of DESIGN.md)."""
+    never left current in the caller between chunks (rule 3 of docs/architecture.md)."""
     from opentelemetry import trace
 
     server.configure(tokens=["a", "b", "c"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     first = client.models.generate_content_stream(model="one", contents="x")
     second = client.models.generate_content_stream(model="two", contents="x")
     outside = trace.get_current_span()
@@ -492,7 +460,7 @@ def test_nothing_is_traced_under_an_unsampled_parent_or_while_suppressed(server,
     from opentelemetry.instrumentation.utils import suppress_instrumentation
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-    client = _client(server)
+    client = PROVIDER.client(server)
     unsampled = NonRecordingSpan(
         SpanContext(trace_id=1, span_id=2, is_remote=True, trace_flags=TraceFlags(0))
     )
@@ -515,7 +483,7 @@ def test_ttft_and_time_to_headers_match_injected_delays(server, spans):
     """The first token the span reports is the one the server sent (within 5 ms, median of six),
     never before the injected delay; the time to headers is at least the headers delay."""
     server.configure(headers_delay=0.1, first_token_delay=0.3, token_delay=0.02, tokens=["t"] * 6)
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.models.generate_content(model="warm", contents="x")  # connection warm-up
     streamed, requests = [], []
     for _ in range(6):
@@ -534,7 +502,7 @@ def test_ttft_and_time_to_headers_match_injected_delays(server, spans):
 
 async def test_async_ttft_matches_the_injected_delay(server, spans):
     server.configure(headers_delay=0.05, first_token_delay=0.2, tokens=["t"] * 3)
-    client = _client(server)
+    client = PROVIDER.client(server)
     await client.aio.models.generate_content(model="warm", contents="x")
     streamed, requests = [], []
     for _ in range(6):
@@ -549,38 +517,6 @@ async def test_async_ttft_matches_the_injected_delay(server, spans):
 
 
 # --- living with other instrumentations ----------------------------------------------------------
-
-
-@pytest.mark.parametrize("library", ["httpx", "httpx2"])
-def test_opentelemetry_httpx_instrumentation_adds_no_model_span(
-    server, spans, library, monkeypatch
-):
-    """OpenTelemetry's own HTTP span sits under the model span (it owns HTTP spans; llmtrace adds
-    none of its own there): one model span per call, as with the openai client."""
-    from opentelemetry.instrumentation import httpx as otel_httpx
-
-    monkeypatch.setenv("GOOGLE_GENAI_HTTP_CLIENT", library)
-    instrumentor = (
-        otel_httpx.HTTPXClientInstrumentor()
-        if library == "httpx"
-        else otel_httpx.HTTPX2ClientInstrumentor()
-    )
-    instrumentor.instrument()
-    try:
-        client = _client(server)
-        client.models.generate_content(model="m", contents="x")
-        list(client.models.generate_content_stream(model="m", contents="x"))
-    finally:
-        instrumentor.uninstrument()
-    models = model_spans(spans)
-    assert len(models) == 2
-    others = [s for s in spans.get_finished_spans() if s not in models]
-    assert len(others) == 2
-    assert all(s.instrumentation_scope.name != "llmtrace" for s in others)
-    for span in models:
-        (child,) = [s for s in others if s.parent and s.parent.span_id == span.context.span_id]
-        assert child.kind == SpanKind.CLIENT
-    _no_secret_in(spans, API_KEY)
 
 
 def test_uninstrument_restores_every_original(instrumented):
@@ -655,7 +591,7 @@ def test_auto_instrumentation_picks_google_genai_up_on_import(server):
 def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     from llmtrace import options
 
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.models.generate_content(model="m", contents="secret prompt")
     (span,) = model_spans(spans)
     assert semconv.GEN_AI_INPUT_MESSAGES not in span.attributes
@@ -682,9 +618,9 @@ def test_captured_output_has_the_function_calls(server, spans, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     options.reload()
     path = RECORDED / "google_genai" / "generate_content_parallel_tool_calls.yaml"
-    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    (interaction,) = cassette_interactions(path)
     gemini.replay(server, [interaction], "application/json")
-    client = _client(server)
+    client = PROVIDER.client(server)
     response = client.models.generate_content(model="gemini-2.0-flash", contents="weather?")
     (span,) = model_spans(spans)
     (message,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
@@ -761,16 +697,10 @@ async def _send_async(client: genai.Client, request: dict[str, Any]) -> Any:
 
 def _events(interaction: dict[str, Any]) -> list[Any]:
     """The JSON objects of a recorded response: its body, or each server-sent event's data."""
-    raw = interaction["response"]["body"]["string"]
-    if isinstance(raw, bytes):
-        raw = gzip.decompress(raw).decode()
-    if not raw.lstrip().startswith(("data:", "event:")):
-        return [json.loads(raw)]
-    return [
-        json.loads(line[5:])
-        for line in raw.splitlines()
-        if line.startswith("data:") and line[5:].strip() and line[5:].strip() != "[DONE]"
-    ]
+    text = body_text(interaction["response"]["body"]["string"])
+    if not text.lstrip().startswith(("data:", "event:")):
+        return [json.loads(text)]
+    return sse_events(text)
 
 
 def _recorded_values(interaction: dict[str, Any]) -> dict[str, Any]:
@@ -844,20 +774,12 @@ def _usage_values(
         values[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
 
 
-RECORDINGS = cassettes("google_genai")
-
-
-def test_every_recording_is_replayed():
-    assert len(RECORDINGS) == 35
-
-
-@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+@pytest.mark.parametrize("path", PROVIDER.cassettes, ids=lambda path: path.stem)
 def test_recording_replays_with_recorded_values(path, server, spans):
-    recording = yaml.safe_load(path.read_text())
-    interactions = recording["interactions"]
-    request = interactions[0]["request"]
-    gemini.replay(server, interactions, _content_type(request["uri"]))
-    client = _vertex_client(server) if "vertexai" in path.stem else _client(server)
+    recorded = cassette_interactions(path)
+    request = recorded[0]["request"]
+    gemini.replay(server, recorded, _content_type(request["uri"]))
+    client = _vertex_client(server) if "vertexai" in path.stem else PROVIDER.client(server)
     if path.stem in _NOT_MODEL_CALLS:
         _send_not_model_call(client, path.stem, request)
         assert gemini.replayed_all(server)
@@ -868,16 +790,16 @@ def test_recording_replays_with_recorded_values(path, server, spans):
     elif path.stem.startswith("async_"):
         asyncio.run(_send_async(client, request))
     elif path.stem.startswith("chat_"):
-        _send_chat(client, interactions)
+        _send_chat(client, recorded)
     else:
         # One call each (an automatic function call sends the second request itself).
-        for interaction in interactions[: 1 if "automatic" in path.stem else None]:
+        for interaction in recorded[: 1 if "automatic" in path.stem else None]:
             _send(client, path.stem, interaction["request"])
     assert gemini.replayed_all(server)
     found = sorted(model_spans(spans), key=lambda s: s.start_time)
-    assert len(found) == len(interactions), [s.name for s in found]
+    assert len(found) == len(recorded), [s.name for s in found]
     assert len(spans.get_finished_spans()) == len(found)  # no HTTP span beside them
-    for span, interaction in zip(found, interactions, strict=True):
+    for span, interaction in zip(found, recorded, strict=True):
         assert span.status.status_code == StatusCode.OK
         expected = _recorded_values(interaction)
         assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS in expected or "embed" in path.stem
@@ -891,16 +813,16 @@ def test_recording_replays_with_recorded_values(path, server, spans):
         if "stream" in path.stem:
             assert span.attributes[semconv.STREAM_END] == "completed"
             assert span.attributes[semconv.TIME_TO_FIRST_TOKEN] > 0
-    _no_secret_in(spans, API_KEY, "vertex-secret-token")
+    assert_no_secret_in(spans, PROVIDER.api_key, "vertex-secret-token")
 
 
 def test_thought_text_counts_as_the_first_token(server, spans):
     """A streamed thought summary (``includeThoughts``) is output the caller receives: the first
     token, as OpenAI's streamed reasoning is; its tokens are the reasoning output tokens."""
     path = RECORDED / "google_genai" / "stream_generate_content_thinking.yaml"
-    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    (interaction,) = cassette_interactions(path)
     gemini.replay(server, [interaction], "text/event-stream")
-    client = _client(server)
+    client = PROVIDER.client(server)
     chunks = list(
         client.models.generate_content_stream(
             model="gemini-3.5-flash",
@@ -921,11 +843,9 @@ def test_thought_text_counts_as_the_first_token(server, spans):
 
 @pytest.mark.parametrize("name", ["interactions_create", "interactions_create_streaming"])
 def test_interaction_raw_response_is_recorded_when_parsed(name, server, spans):
-    (interaction,) = yaml.safe_load((RECORDED / "google_genai" / f"{name}.yaml").read_text())[
-        "interactions"
-    ]
+    (interaction,) = cassette_interactions(RECORDED / "google_genai" / f"{name}.yaml")
     gemini.replay(server, [interaction])
-    client = _client(server)
+    client = PROVIDER.client(server)
     arguments = json.loads(interaction["request"]["body"])
     raw = client.interactions.with_raw_response.create(**arguments)
     assert raw.status_code == 200
@@ -941,7 +861,7 @@ def test_interaction_raw_response_is_recorded_when_parsed(name, server, spans):
 
 async def test_async_stream_failing_mid_way_ends_its_span_with_the_error(server, spans):
     server.configure(fail_after_chunks=1, tokens=["a", "b", "c"])
-    client = _client(server)
+    client = PROVIDER.client(server)
     seen = []
     with pytest.raises(Exception) as raised:
         async for chunk in await client.aio.models.generate_content_stream(model="m", contents="x"):

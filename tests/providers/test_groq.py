@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import gzip
 import json
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import groq
-import httpx
 import pytest
-import yaml
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
@@ -31,14 +25,21 @@ from llmtrace import options
 from llmtrace import semconv as sc
 from llmtrace.instrumentation import registry
 from tests.frameworks.timing import CLOCK_TOLERANCE, assert_ttft, chat_requests
-from tests.instrumentation.conftest import model_spans
+from tests.providers.sdk_checks import (
+    body_text,
+    cassette_interactions,
+    exported_spans,
+    model_spans,
+    one_model_span,
+    run_init_app,
+)
+from tests.providers.table import GROQ
 from tests.servers import groq as wire
-from tests.servers.fixtures import cassettes, sse_events
-from tests.servers.model_server import ModelServer
-from tests.subprocesses import clean_environment, run, run_instrumented_app
+from tests.servers.fixtures import sse_events
+from tests.subprocesses import run_instrumented_app
 
+PROVIDER = GROQ
 MESSAGES = [{"role": "user", "content": "Tell me a joke about opentelemetry"}]
-API_KEY = "gsk-test-secret-key"
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -47,32 +48,6 @@ WEATHER_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
-
-
-@pytest.fixture
-def server(model_server: ModelServer) -> ModelServer:
-    wire.register(model_server)
-    return model_server
-
-
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    assert registry.instrument(["groq", "httpx"]) == ["groq", "httpx"]
-    yield
-    registry.uninstrument()
-
-
-def only_span(exporter: Any) -> Any:
-    (span,) = model_spans(exporter)
-    return span
-
-
-def _client(server: ModelServer, **kwargs: Any) -> groq.Groq:
-    return groq.Groq(base_url=server.url, api_key=API_KEY, max_retries=0, **kwargs)
-
-
-def _async_client(server: ModelServer, **kwargs: Any) -> groq.AsyncGroq:
-    return groq.AsyncGroq(base_url=server.url, api_key=API_KEY, max_retries=0, **kwargs)
 
 
 def _server_timings_recorded(attributes: Any, usage: dict[str, Any]) -> None:
@@ -87,11 +62,11 @@ def _server_timings_recorded(attributes: Any, usage: dict[str, Any]) -> None:
 
 
 def test_chat_records_request_response_usage_and_groqs_server_timings(server, spans, instrumented):
-    completion = _client(server).chat.completions.create(
+    completion = PROVIDER.client(server).chat.completions.create(
         model="llama-3.1-8b-instant", messages=MESSAGES, max_tokens=20, temperature=0.5
     )
     assert completion.choices[0].message.content == "Hello, world!"
-    span = only_span(spans)
+    span = one_model_span(spans)
     a = span.attributes
     assert span.name == "chat llama-3.1-8b-instant"
     assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
@@ -117,11 +92,11 @@ def test_chat_records_request_response_usage_and_groqs_server_timings(server, sp
 def test_streamed_chat_reads_usage_from_x_groq_in_the_last_chunk(server, spans, instrumented):
     server.configure(first_token_delay=0.05, token_delay=0.01, tokens=["a", "b", "c"])
     chunks = list(
-        _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
     )
     assert len(chunks) == 5  # role, 3 tokens, finish with x_groq.usage: every one delivered
     assert chunks[-1].x_groq.usage.completion_tokens == 3
-    a = only_span(spans).attributes
+    a = one_model_span(spans).attributes
     assert a[sc.GEN_AI_REQUEST_STREAM] is True
     assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
     assert a[sc.TIME_TO_FIRST_TOKEN] >= 0.05
@@ -147,11 +122,11 @@ def test_nothing_is_injected_into_a_stream_request_even_when_asked(
     monkeypatch.setenv("LLMTRACE_INJECT_STREAM_USAGE", "1")
     options.reload()
     chunks = list(
-        _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
     )
     assert "stream_options" not in server.requests[-1].json()
     assert len(chunks) == 6
-    assert only_span(spans).attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
+    assert one_model_span(spans).attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
 
 
 def test_ttft_headers_and_generation_match_injected_delays(server, spans, instrumented):
@@ -159,7 +134,7 @@ def test_ttft_headers_and_generation_match_injected_delays(server, spans, instru
     first token arrived follows the server's sending it within 5 ms (median of six calls; the
     server shares the monotonic clock, see tests/frameworks/timing.py)."""
     server.configure(headers_delay=0.1, first_token_delay=0.3, token_delay=0.02, tokens=["t"] * 6)
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.chat.completions.create(model="warm", messages=MESSAGES)  # connection warm-up
     spans.clear()
     for _ in range(6):
@@ -176,7 +151,7 @@ def test_ttft_headers_and_generation_match_injected_delays(server, spans, instru
 
 def test_tool_calls_whole_and_streamed(server, spans, instrumented):
     server.configure(first_token_delay=0.06, tokens=['{"city": ', '"Paris"}'])
-    client = _client(server)
+    client = PROVIDER.client(server)
     completion = client.chat.completions.create(
         model="m", messages=MESSAGES, tools=[WEATHER_TOOL], tool_choice="auto"
     )
@@ -239,7 +214,7 @@ def test_server_timings_are_read_only_when_reported_and_valid():
 
 
 async def test_async_call_and_stream(server, spans, instrumented):
-    client = _async_client(server)
+    client = PROVIDER.async_client(server)
     await client.chat.completions.create(model="m", messages=MESSAGES)
     stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
     chunks = [chunk async for chunk in stream]
@@ -258,9 +233,11 @@ async def test_async_call_and_stream(server, spans, instrumented):
 
 
 def test_embeddings(server, spans, instrumented):
-    result = _client(server).embeddings.create(model="nomic-embed-text-v1_5", input=["a", "b"])
+    result = PROVIDER.client(server).embeddings.create(
+        model="nomic-embed-text-v1_5", input=["a", "b"]
+    )
     assert len(result.data) == 2
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.name == "embeddings nomic-embed-text-v1_5"
     assert span.attributes[sc.STAGE] == "embedding"
     assert span.attributes[sc.GEN_AI_PROVIDER_NAME] == "groq"
@@ -269,7 +246,7 @@ def test_embeddings(server, spans, instrumented):
 
 
 def test_audio_and_model_listing_make_no_model_span(server, spans, instrumented):
-    client = _client(server)
+    client = PROVIDER.client(server)
     transcript = client.audio.transcriptions.create(
         file=("hello.wav", b"RIFF....WAVE"), model="whisper-large-v3"
     )
@@ -279,7 +256,7 @@ def test_audio_and_model_listing_make_no_model_span(server, spans, instrumented)
 
 
 def test_raw_and_streaming_responses(server, spans, instrumented):
-    client = _client(server)
+    client = PROVIDER.client(server)
     completion = client.chat.completions.with_raw_response.create(
         model="m", messages=MESSAGES
     ).parse()
@@ -299,47 +276,16 @@ def test_raw_and_streaming_responses(server, spans, instrumented):
 # --- every way a stream ends ------------------------------------------------------------------
 
 
-def test_stream_closed_early_ends_the_span_once(server, spans, instrumented):
-    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
-    for _chunk in stream:
-        break
-    stream.close()
-    stream.close()
-    span = only_span(spans)
-    assert span.attributes[sc.STREAM_END] == "closed"
-    assert span.status.status_code == StatusCode.UNSET
-
-
 def test_stream_context_manager_exit_ends_the_span(server, spans, instrumented):
-    with _client(server).chat.completions.create(
+    with PROVIDER.client(server).chat.completions.create(
         model="m", messages=MESSAGES, stream=True
     ) as stream:
         next(iter(stream))
-    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
-
-
-def test_abandoned_stream_ends_when_collected(server, spans, instrumented):
-    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
-    next(iter(stream))
-    del stream
-    gc.collect()
-    span = only_span(spans)
-    assert span.attributes[sc.STREAM_END] == "abandoned"
-
-
-def test_connection_cut_mid_stream_ends_with_error(server, spans, instrumented):
-    server.configure(fail_after_chunks=2, token_delay=0.01)
-    stream = _client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True)
-    with pytest.raises(Exception) as raised:
-        list(stream)
-    span = only_span(spans)
-    assert span.status.status_code == StatusCode.ERROR
-    assert span.attributes[sc.STREAM_END] == "error"
-    assert span.attributes[sc.ERROR_TYPE] == type(raised.value).__qualname__
+    assert one_model_span(spans).attributes[sc.STREAM_END] == "closed"
 
 
 def test_error_event_mid_stream_reaches_the_caller_unchanged(server, spans, instrumented):
-    stream = _client(server).chat.completions.create(
+    stream = PROVIDER.client(server).chat.completions.create(
         model=wire.STREAM_ERROR_MODEL, messages=MESSAGES, stream=True
     )
     received = []
@@ -349,7 +295,7 @@ def test_error_event_mid_stream_reaches_the_caller_unchanged(server, spans, inst
     assert type(raised.value) is groq.APIError
     assert raised.value.message == "simulated failure mid-stream"
     assert len(received) == 2  # role, first token
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[sc.STREAM_END] == "error"
     assert span.attributes[sc.ERROR_TYPE] == "APIError"
@@ -357,52 +303,30 @@ def test_error_event_mid_stream_reaches_the_caller_unchanged(server, spans, inst
 
 
 async def test_async_stream_break_and_close(server, spans, instrumented):
-    stream = await _async_client(server).chat.completions.create(
+    stream = await PROVIDER.async_client(server).chat.completions.create(
         model="m", messages=MESSAGES, stream=True
     )
     async for _chunk in stream:
         break
     await stream.close()
-    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
-
-
-async def test_async_stream_cancelled_ends_the_span_cancelled(server, spans, instrumented):
-    server.configure(first_token_delay=0.05, token_delay=0.5, tokens=["a", "b", "c"])
-    client = _async_client(server)
-    first_token = asyncio.Event()
-
-    async def consume() -> None:
-        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                first_token.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(first_token.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    span = only_span(spans)
-    assert span.attributes[sc.STREAM_END] == "cancelled"
-    assert span.status.status_code == StatusCode.UNSET
-    assert span.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.05
+    assert one_model_span(spans).attributes[sc.STREAM_END] == "closed"
 
 
 async def test_async_stream_failing_midway_ends_with_error(server, spans, instrumented):
     server.configure(fail_after_chunks=1, token_delay=0.01)
-    stream = await _async_client(server).chat.completions.create(
+    stream = await PROVIDER.async_client(server).chat.completions.create(
         model="m", messages=MESSAGES, stream=True
     )
     with pytest.raises(Exception) as raised:
         async for _chunk in stream:
             pass
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.attributes[sc.STREAM_END] == "error"
     assert span.attributes[sc.ERROR_TYPE] == type(raised.value).__qualname__
 
 
 async def test_async_streaming_response_and_error_event(server, spans, instrumented):
-    client = _async_client(server)
+    client = PROVIDER.async_client(server)
     async with client.chat.completions.with_streaming_response.create(
         model="m", messages=MESSAGES, stream=True
     ) as response:
@@ -424,22 +348,26 @@ async def test_async_streaming_response_and_error_event(server, spans, instrumen
 
 
 async def test_async_stream_abandoned_ends_when_collected(server, spans, instrumented):
-    stream = await _async_client(server).chat.completions.create(
+    stream = await PROVIDER.async_client(server).chat.completions.create(
         model="m", messages=MESSAGES, stream=True
     )
     await stream.__anext__()
     del stream
     gc.collect()
-    assert only_span(spans).attributes[sc.STREAM_END] == "abandoned"
+    assert one_model_span(spans).attributes[sc.STREAM_END] == "abandoned"
 
 
 def test_model_span_is_a_child_of_the_application_span(server, spans, instrumented):
     tracer = trace.get_tracer("app")
     with tracer.start_as_current_span("answer") as parent:
-        list(_client(server).chat.completions.create(model="m", messages=MESSAGES, stream=True))
+        list(
+            PROVIDER.client(server).chat.completions.create(
+                model="m", messages=MESSAGES, stream=True
+            )
+        )
         # The stream's span is not left current in the caller between chunks or after them.
         assert trace.get_current_span() is parent
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.parent.span_id == parent.get_span_context().span_id
 
 
@@ -447,14 +375,14 @@ def test_no_span_while_instrumentation_is_suppressed(server, spans, instrumented
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
     with suppress_instrumentation():
-        completion = _client(server).chat.completions.create(model="m", messages=MESSAGES)
+        completion = PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES)
     assert completion.choices[0].message.content == "Hello, world!"
     assert spans.get_finished_spans() == ()
 
 
 def test_metrics_carry_the_groq_provider(server, spans, instrumented, metric_reader):
     list(
-        _client(server).chat.completions.create(
+        PROVIDER.client(server).chat.completions.create(
             model="groq-metrics", messages=MESSAGES, stream=True
         )
     )
@@ -482,7 +410,7 @@ def test_groq_and_openai_instrumented_together_each_name_their_provider(
     monkeypatch.setenv("LLMTRACE_PROVIDER_NAME", "vllm")
     options.reload()
     registry.instrument(["openai", "httpx2"])
-    _client(server).chat.completions.create(model="g", messages=MESSAGES)
+    PROVIDER.client(server).chat.completions.create(model="g", messages=MESSAGES)
     openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0).chat.completions.create(
         model="o", messages=MESSAGES
     )
@@ -502,29 +430,29 @@ def test_groq_and_openai_instrumented_together_each_name_their_provider(
 def test_status_errors_reach_the_caller_unchanged(server, spans, status, error):
     server.configure(status=status, error_message="model `m` does not exist")
     with pytest.raises(error) as plain:
-        _client(server).chat.completions.create(model="m", messages=MESSAGES)
-    registry.instrument(["groq", "httpx"])
+        PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES)
+    registry.instrument(list(PROVIDER.libraries))
     try:
         with pytest.raises(error) as traced:
-            _client(server).chat.completions.create(model="m", messages=MESSAGES)
+            PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES)
     finally:
         registry.uninstrument()
     assert type(traced.value) is type(plain.value)
     assert str(traced.value) == str(plain.value)
     assert traced.value.body == plain.value.body
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[sc.ERROR_TYPE] == error.__qualname__
     assert span.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == status
 
 
 def test_connection_error_and_timeout_mark_the_span(server, spans, instrumented):
-    unreachable = groq.Groq(base_url="http://127.0.0.1:9", api_key=API_KEY, max_retries=0)
+    unreachable = groq.Groq(base_url="http://127.0.0.1:9", api_key=PROVIDER.api_key, max_retries=0)
     with pytest.raises(groq.APIConnectionError):
         unreachable.chat.completions.create(model="m", messages=MESSAGES)
     server.configure(headers_delay=0.5)
     with pytest.raises(groq.APITimeoutError):
-        _client(server, timeout=0.1).chat.completions.create(model="m", messages=MESSAGES)
+        PROVIDER.client(server, timeout=0.1).chat.completions.create(model="m", messages=MESSAGES)
     refused, timed_out = sorted(model_spans(spans), key=lambda s: s.start_time)
     assert refused.attributes[sc.ERROR_TYPE] == "APIConnectionError"
     assert timed_out.attributes[sc.ERROR_TYPE] == "APITimeoutError"
@@ -534,7 +462,7 @@ def test_connection_error_and_timeout_mark_the_span(server, spans, instrumented)
 
 
 def test_one_span_per_call_and_the_traceparent_reaches_the_server(server, spans, instrumented):
-    _client(server).chat.completions.create(model="m", messages=MESSAGES)
+    PROVIDER.client(server).chat.completions.create(model="m", messages=MESSAGES)
     (span,) = spans.get_finished_spans()  # no HTTP span under the model span
     traceparent = server.requests[-1].headers["traceparent"]
     assert traceparent.split("-")[1] == format(span.context.trace_id, "032x")
@@ -542,48 +470,21 @@ def test_one_span_per_call_and_the_traceparent_reaches_the_server(server, spans,
     assert sc.HTTP_RESPONSE_HEADERS in span.attributes
 
 
-def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
-    HTTPXClientInstrumentor().instrument()
-    try:
-        _client(server, http_client=httpx.Client()).chat.completions.create(
-            model="m", messages=MESSAGES
-        )
-        list(
-            _client(server, http_client=httpx.Client()).chat.completions.create(
-                model="m", messages=MESSAGES, stream=True
-            )
-        )
-    finally:
-        HTTPXClientInstrumentor().uninstrument()
-    whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
-    assert streamed.attributes[sc.STREAM_END] == "completed"
-    others = [s for s in spans.get_finished_spans() if s not in (whole, streamed)]
-    # OpenTelemetry's HTTP span of each call, under its model span; none of llmtrace's own.
-    assert len(others) == 2
-    assert all(s.instrumentation_scope.name != "llmtrace" for s in others)
-    assert {s.parent.span_id for s in others} == {
-        whole.context.span_id,
-        streamed.context.span_id,
-    }
-
-
 def test_no_api_key_in_any_span_even_with_content_captured(
     server, spans, instrumented, monkeypatch
 ):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     options.reload()
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.chat.completions.create(model="m", messages=MESSAGES)
     list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
     whole, streamed = sorted(model_spans(spans), key=lambda s: s.start_time)
     assert "opentelemetry" in whole.attributes[sc.GEN_AI_INPUT_MESSAGES]
     assert "Hello, world!" in whole.attributes[sc.GEN_AI_OUTPUT_MESSAGES]
     assert "Hello, world!" in streamed.attributes[sc.GEN_AI_OUTPUT_MESSAGES]
-    assert server.requests[-1].headers["authorization"] == f"Bearer {API_KEY}"
+    assert server.requests[-1].headers["authorization"] == f"Bearer {PROVIDER.api_key}"
     for span in spans.get_finished_spans():
-        assert API_KEY not in repr(dict(span.attributes)) + span.name
+        assert PROVIDER.api_key not in repr(dict(span.attributes)) + span.name
 
 
 def test_uninstrument_restores_every_original():
@@ -602,13 +503,7 @@ def test_uninstrument_restores_every_original():
     ) == originals
 
 
-INIT_APP = """
-import sys
-
-import llmtrace
-from llmtrace.instrumentation import registry
-
-llmtrace.init(service_name="groq-app", exporter="file", file_path=sys.argv[1])
+INIT_CODE = """
 assert "groq" not in sys.modules, "imported before the application imported it"
 import groq
 
@@ -618,22 +513,14 @@ for chunk in client.chat.completions.create(
     model="llama-3.1-8b-instant", messages=[{"role": "user", "content": "hi"}], stream=True
 ):
     pass
-llmtrace.shutdown()
-print("ok")
 """
 
 
 def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
     from llmtrace.analysis.breakdown import model_phases
-    from llmtrace.analysis.sources import load_traces
 
     server.configure(first_token_delay=0.1)
-    traces_file = tmp_path / "traces.jsonl"
-    argv = [sys.executable, "-c", INIT_APP, str(traces_file), server.url]
-    result = run(argv, tmp_path, clean_environment())
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
-    (trace_,) = load_traces(str(traces_file)).traces
-    root = trace_.root
+    root, traces_file = run_init_app(tmp_path, "groq", INIT_CODE, server.url)
     assert root.name == "chat llama-3.1-8b-instant"
     assert root.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
     assert root.attributes[sc.TIME_TO_FIRST_TOKEN] >= 0.1
@@ -641,10 +528,7 @@ def test_init_instruments_groq_when_the_app_imports_it(server, tmp_path):
     # The report's model keeps what it analyses; the provider name is in the exported span.
     exported = [
         attribute
-        for line in traces_file.read_text().splitlines()
-        for resource in json.loads(line)["resourceSpans"]
-        for scope in resource["scopeSpans"]
-        for span in scope["spans"]
+        for _scope, span in exported_spans(traces_file)
         for attribute in span["attributes"]
     ]
     assert {"key": sc.GEN_AI_PROVIDER_NAME, "value": {"stringValue": "groq"}} in exported
@@ -678,11 +562,7 @@ def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
     instrumentation, installed here): each Groq call has one model span, llmtrace's."""
     done, traces = run_instrumented_app(ENTRY_POINT_APP, tmp_path, "groq-app", server.url)
     assert done.returncode == 0, done.stderr[-3000:]
-    spans = []
-    for line in traces.read_text().splitlines():
-        for resource in json.loads(line)["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                spans += [(scope["scope"]["name"], span) for span in scope["spans"]]
+    spans = exported_spans(traces)
     models = [span for scope, span in spans if scope == "llmtrace"]
     assert [span["name"] for span in models] == ["chat m", "chat m"]
     model_ids = {span["spanId"] for span in models}
@@ -698,22 +578,16 @@ def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
 # --- replay -----------------------------------------------------------------------------------
 
 
-def _recorded(cassette: Path) -> list[tuple[str, int, dict[str, Any]]]:
-    interactions = yaml.safe_load(cassette.read_text())["interactions"]
-    return [(cassette.name, index, i) for index, i in enumerate(interactions)]
-
-
-RECORDED = [item for cassette in cassettes("groq") for item in _recorded(cassette)]
-
-
-def _body_text(response: dict[str, Any]) -> str:
-    raw = response["body"]["string"]
-    return gzip.decompress(raw).decode() if isinstance(raw, bytes) else raw
+RECORDED = [
+    (cassette.name, index, interaction)
+    for cassette in PROVIDER.cassettes
+    for index, interaction in enumerate(cassette_interactions(cassette))
+]
 
 
 def _expected(response: dict[str, Any]) -> dict[str, Any]:
     """What the span must say, read from the recorded body (not through llmtrace's parsers)."""
-    text = _body_text(response)
+    text = body_text(response["body"]["string"])
     items = [json.loads(text)] if text.lstrip().startswith("{") else sse_events(text)
     expected: dict[str, Any] = {"id": items[0]["id"], "model": items[0]["model"]}
     reasons = [c["finish_reason"] for i in items for c in i["choices"] if c.get("finish_reason")]
@@ -730,14 +604,16 @@ def _send(request: dict[str, Any], url: str, asynchronous: bool) -> Any:
     if asynchronous:
 
         async def send() -> Any:
-            client = groq.AsyncGroq(base_url=url, api_key=API_KEY, max_retries=0)
+            client = groq.AsyncGroq(base_url=url, api_key=PROVIDER.api_key, max_retries=0)
             result = await client.chat.completions.create(**body)
             if body.get("stream"):
                 return [chunk.model_dump() async for chunk in result]
             return result.model_dump()
 
         return asyncio.run(send())
-    result = groq.Groq(base_url=url, api_key=API_KEY, max_retries=0).chat.completions.create(**body)
+    result = groq.Groq(
+        base_url=url, api_key=PROVIDER.api_key, max_retries=0
+    ).chat.completions.create(**body)
     return [chunk.model_dump() for chunk in result] if body.get("stream") else result.model_dump()
 
 
@@ -752,14 +628,14 @@ def test_recorded_exchange(name, index, interaction, server, spans):
     server.play_cassette(interaction, "text/event-stream" if headers_stripped else None)
     asynchronous = name.startswith("async_")
     plain = _send(interaction["request"], server.url, asynchronous)
-    registry.instrument(["groq", "httpx"])
+    registry.instrument(list(PROVIDER.libraries))
     try:
         spans.clear()
         traced = _send(interaction["request"], server.url, asynchronous)
     finally:
         registry.uninstrument()
     assert traced == plain  # the caller gets exactly what it got uninstrumented
-    span = only_span(spans)
+    span = one_model_span(spans)
     a = span.attributes
     expected = _expected(interaction["response"])
     assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"

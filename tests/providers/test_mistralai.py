@@ -16,57 +16,29 @@ wrapt's post-import hook on a namespace package never fires, so the registry's r
 from __future__ import annotations
 
 import asyncio
-import gc
-import gzip
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from mistralai.client import Mistral, errors
 from opentelemetry.trace import SpanKind, StatusCode
 
 from llmtrace import semconv
 from llmtrace.instrumentation import registry
-from tests.instrumentation.conftest import model_spans
 from tests.providers.sdk_checks import (
-    FirstTokens,
-    assert_http_spans_are_theirs_under_ours,
     assert_no_secret,
-    cancel_while_reading,
+    body_text,
+    cassette_interactions,
+    model_spans,
     only_model_span,
     run_init_app,
 )
+from tests.providers.table import MESSAGES, MISTRALAI
 from tests.servers import mistral as mistral_server
-from tests.servers.fixtures import cassettes, sse_events
+from tests.servers.fixtures import sse_events
 
-LIBRARIES = ["mistralai", "httpx", "httpx2"]
-MESSAGES = [{"role": "user", "content": "Say hello"}]
-API_KEY = "mistral-secret-key-123"
-
-
-@pytest.fixture
-def instrumented() -> Any:
-    names = registry.instrument(LIBRARIES)
-    assert "mistralai" in names
-    yield names
-    registry.uninstrument()
-
-
-@pytest.fixture
-def server(model_server: Any) -> Any:
-    mistral_server.register(model_server)
-    return model_server
-
-
-def _client(server: Any) -> Mistral:
-    return Mistral(api_key=API_KEY, server_url=mistral_server.url(server))
-
-
-def _no_secret(span: Any) -> None:
-    assert_no_secret(span, API_KEY)
+PROVIDER = MISTRALAI
 
 
 # --- calls against the simulated server ------------------------------------------------------
@@ -74,7 +46,7 @@ def _no_secret(span: Any) -> None:
 
 @pytest.mark.usefixtures("instrumented")
 def test_chat_complete_records_request_response_and_usage(server, spans):
-    response = _client(server).chat.complete(
+    response = PROVIDER.client(server).chat.complete(
         model="mistral-small-latest",
         messages=MESSAGES,
         temperature=0.3,
@@ -108,7 +80,7 @@ def test_chat_complete_records_request_response_and_usage(server, spans):
     assert semconv.HTTP_RESPONSE_HEADERS in a  # the httpx2 phases are on the model span
     assert semconv.GEN_AI_INPUT_MESSAGES not in a
     assert span.status.status_code == StatusCode.OK
-    _no_secret(span)
+    assert_no_secret(span, PROVIDER.api_key)
     traceparent = server.requests[-1].headers["traceparent"]
     assert traceparent.split("-")[2] == format(span.context.span_id, "016x")
 
@@ -116,7 +88,7 @@ def test_chat_complete_records_request_response_and_usage(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_async_chat_complete_is_one_span(server, spans):
     async def call() -> Any:
-        return await _client(server).chat.complete_async(model="m", messages=MESSAGES)
+        return await PROVIDER.client(server).chat.complete_async(model="m", messages=MESSAGES)
 
     response = asyncio.run(call())
     span = only_model_span(spans)
@@ -128,7 +100,7 @@ def test_async_chat_complete_is_one_span(server, spans):
 @pytest.mark.usefixtures("instrumented")
 def test_stream_reads_usage_and_finish_reason_from_the_last_chunk(server, spans):
     server.configure(first_token_delay=0.05, token_delay=0.01, tokens=["a", "b", "c"])
-    events = list(_client(server).chat.stream(model="m", messages=MESSAGES))
+    events = list(PROVIDER.client(server).chat.stream(model="m", messages=MESSAGES))
     assert len(events) == 5  # role, 3 content, finish with usage ([DONE] is not an event)
     span = only_model_span(spans)
     a = span.attributes
@@ -151,7 +123,7 @@ def test_stream_reads_usage_and_finish_reason_from_the_last_chunk(server, spans)
 @pytest.mark.usefixtures("instrumented")
 def test_async_stream_as_context_manager(server, spans):
     async def consume() -> int:
-        stream = await _client(server).chat.stream_async(model="m", messages=MESSAGES)
+        stream = await PROVIDER.client(server).chat.stream_async(model="m", messages=MESSAGES)
         async with stream as events:
             return len([event async for event in events])
 
@@ -163,7 +135,7 @@ def test_async_stream_as_context_manager(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_stream_left_early_by_its_context_manager_ends_once_closed(server, spans):
-    with _client(server).chat.stream(model="m", messages=MESSAGES) as events:
+    with PROVIDER.client(server).chat.stream(model="m", messages=MESSAGES) as events:
         for _event in events:
             break
     span = only_model_span(spans)
@@ -175,7 +147,7 @@ def test_stream_left_early_by_its_context_manager_ends_once_closed(server, spans
 @pytest.mark.usefixtures("instrumented")
 def test_async_stream_left_early_by_its_context_manager_ends_once_closed(server, spans):
     async def consume() -> None:
-        stream = await _client(server).chat.stream_async(model="m", messages=MESSAGES)
+        stream = await PROVIDER.client(server).chat.stream_async(model="m", messages=MESSAGES)
         async with stream as events:
             async for _event in events:
                 break
@@ -191,7 +163,9 @@ def test_async_stream_cut_mid_way_ends_failed(server, spans):
     server.configure(fail_after_chunks=1)
 
     async def consume() -> None:
-        async for _event in await _client(server).chat.stream_async(model="m", messages=MESSAGES):
+        async for _event in await PROVIDER.client(server).chat.stream_async(
+            model="m", messages=MESSAGES
+        ):
             pass
 
     with pytest.raises(Exception) as raised:
@@ -199,41 +173,6 @@ def test_async_stream_cut_mid_way_ends_failed(server, spans):
     span = only_model_span(spans)
     assert span.attributes[semconv.STREAM_END] == "error"
     assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_abandoned_stream_ends_when_collected(server, spans):
-    stream = _client(server).chat.stream(model="m", messages=MESSAGES)
-    next(iter(stream))
-    del stream
-    gc.collect()
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "abandoned"
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_stream_cut_mid_way_raises_the_clients_error_and_ends_failed(server, spans):
-    server.configure(fail_after_chunks=2)
-    with pytest.raises(Exception) as raised:
-        list(_client(server).chat.stream(model="m", messages=MESSAGES))
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "error"
-    assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
-    assert span.status.status_code == StatusCode.ERROR
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_cancelled_async_stream_ends_cancelled(server, spans):
-    server.configure(first_token_delay=0.0, token_delay=0.5, tokens=["a", "b", "c"])
-
-    async def consume() -> None:
-        stream = await _client(server).chat.stream_async(model="m", messages=MESSAGES)
-        async for _event in stream:
-            pass
-
-    cancel_while_reading(consume)
-    span = only_model_span(spans)
-    assert span.attributes[semconv.STREAM_END] == "cancelled"
 
 
 TOOLS = [
@@ -250,7 +189,7 @@ TOOLS = [
 
 @pytest.mark.usefixtures("instrumented")
 def test_tool_call_whole_and_streamed(server, spans):
-    client = _client(server)
+    client = PROVIDER.client(server)
     response = client.chat.complete(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="any")
     assert response.choices[0].message.tool_calls[0].function.name == "get_weather"
     server.configure(first_token_delay=0.03)
@@ -265,7 +204,7 @@ def test_tool_call_whole_and_streamed(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_embeddings_sync_and_async(server, spans):
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.embeddings.create(model="mistral-embed", inputs=["a", "b", "c"])
 
     async def call() -> Any:
@@ -287,7 +226,7 @@ def test_embeddings_sync_and_async(server, spans):
 
 @pytest.mark.usefixtures("instrumented")
 def test_fim_completion_whole_and_streamed(server, spans):
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.fim.complete(model="codestral-latest", prompt="def add(a, b):", suffix="\n")
     list(client.fim.stream(model="codestral-latest", prompt="def add(a, b):"))
     whole, streamed = model_spans(spans)
@@ -306,7 +245,7 @@ def test_structured_output_parse_is_the_one_completion_span(server, spans):
         text: str
 
     server.configure(tokens=['{"text": ', '"hi"}'])
-    parsed = _client(server).chat.parse(Greeting, model="m", messages=MESSAGES)
+    parsed = PROVIDER.client(server).chat.parse(Greeting, model="m", messages=MESSAGES)
     assert parsed.choices[0].message.parsed.text == "hi"
     span = only_model_span(spans)
     assert span.name == "chat m"
@@ -319,13 +258,13 @@ def test_structured_output_parse_is_the_one_completion_span(server, spans):
 def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_class):
     server.configure(status=status)
     with pytest.raises(error_class) as plain:
-        _client(server).chat.complete(model="m", messages=MESSAGES)
-    registry.instrument(LIBRARIES)
+        PROVIDER.client(server).chat.complete(model="m", messages=MESSAGES)
+    registry.instrument(list(PROVIDER.libraries))
     try:
         with pytest.raises(error_class) as traced:
-            _client(server).chat.complete(model="m", messages=MESSAGES)
+            PROVIDER.client(server).chat.complete(model="m", messages=MESSAGES)
         with pytest.raises(error_class):
-            _client(server).chat.stream(model="m", messages=MESSAGES)
+            PROVIDER.client(server).chat.stream(model="m", messages=MESSAGES)
     finally:
         registry.uninstrument()
     assert type(traced.value) is type(plain.value)
@@ -336,7 +275,7 @@ def test_errors_pass_unchanged_and_mark_the_span(server, spans, status, error_cl
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes[semconv.ERROR_TYPE] == error_class.__qualname__
         assert span.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == status
-        _no_secret(span)
+        assert_no_secret(span, PROVIDER.api_key)
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -345,7 +284,7 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     options.reload()
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.chat.complete(model="m", messages=MESSAGES)
     list(client.chat.stream(model="m", messages=MESSAGES))
     whole, streamed = model_spans(spans)
@@ -353,19 +292,6 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
         assert "Say hello" in span.attributes[semconv.GEN_AI_INPUT_MESSAGES]
         output = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
         assert output == [{"role": "assistant", "content": "Hello, world!"}]
-
-
-def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
-    from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
-
-    HTTPX2ClientInstrumentor().instrument()
-    try:
-        client = _client(server)
-        client.chat.complete(model="m", messages=MESSAGES)
-        list(client.chat.stream(model="m", messages=MESSAGES))
-    finally:
-        HTTPX2ClientInstrumentor().uninstrument()
-    assert_http_spans_are_theirs_under_ours(spans, model_spans(spans))
 
 
 INIT_CODE = """
@@ -382,13 +308,14 @@ def test_init_instruments_mistralai_imported_before_or_after_it(server, tmp_path
     namespace package ``mistralai`` itself never fires one)."""
     server.configure(first_token_delay=0.1)
     importing = "from mistralai.client import Mistral"
-    root, written = run_init_app(
+    root, traces_file = run_init_app(
         tmp_path,
         "mistralai",
         INIT_CODE if imported == "before init" else importing + "\n" + INIT_CODE,
         mistral_server.url(server),
         before=importing if imported == "before init" else "",
     )
+    written = traces_file.read_text()
     assert root.name == "chat mistral-small-latest"
     assert (
         '"gen_ai.provider.name"' in written and '"mistral_ai"' in written
@@ -411,65 +338,11 @@ def test_uninstrument_restores_the_client_methods(server, spans):
     assert all(hasattr(cls.__dict__[name], "__wrapped__") for cls, name in originals)
     registry.uninstrument(["mistralai"])
     assert all(cls.__dict__[name] is original for (cls, name), original in originals.items())
-    _client(server).chat.complete(model="m", messages=MESSAGES)
+    PROVIDER.client(server).chat.complete(model="m", messages=MESSAGES)
     assert model_spans(spans) == []
 
 
-# --- timing ------------------------------------------------------------------------------------
-
-FIRST_TOKEN = 0.3
-
-
-def _first_content(event: Any, seen: float | None) -> float | None:
-    if seen is None and any(choice.delta.content for choice in event.data.choices):
-        return time.monotonic()
-    return seen
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_ttft_matches_the_injected_first_token_delay_sync(server, spans):
-    server.configure(headers_delay=0.1, first_token_delay=FIRST_TOKEN, token_delay=0.02)
-    client = _client(server)
-    client.chat.complete(model="warm", messages=MESSAGES)  # connection warm-up
-    measured = FirstTokens(FIRST_TOKEN, 0.1)
-    for _ in range(5):
-        spans.clear()
-        seen = None
-        started = time.monotonic()
-        for event in client.chat.stream(model="m", messages=MESSAGES):
-            seen = _first_content(event, seen)
-        measured.add(spans, server, started, seen)
-    measured.check()
-
-
-@pytest.mark.usefixtures("instrumented")
-def test_ttft_matches_the_injected_first_token_delay_async(server, spans):
-    server.configure(headers_delay=0.1, first_token_delay=FIRST_TOKEN, token_delay=0.02)
-    measured = FirstTokens(FIRST_TOKEN, 0.1)
-
-    async def run() -> None:
-        client = _client(server)
-        await client.chat.complete_async(model="warm", messages=MESSAGES)
-        for _ in range(5):
-            spans.clear()
-            seen = None
-            started = time.monotonic()
-            async for event in await client.chat.stream_async(model="m", messages=MESSAGES):
-                seen = _first_content(event, seen)
-            measured.add(spans, server, started, seen)
-
-    asyncio.run(run())
-    measured.check()
-
-
 # --- replay of the recorded exchanges ----------------------------------------------------------
-
-RECORDINGS = cassettes("mistral")
-
-
-def _body_text(raw: Any) -> str:
-    data = raw if isinstance(raw, bytes) else raw.encode()
-    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
 
 
 def _expected(body: str, streamed: bool) -> dict[str, Any]:
@@ -520,12 +393,12 @@ def _send(client: Mistral, uri: str, sent: dict[str, Any], is_async: bool) -> No
 
 
 @pytest.mark.usefixtures("instrumented")
-@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+@pytest.mark.parametrize("path", PROVIDER.cassettes, ids=lambda path: path.stem)
 def test_recorded_exchange(path: Path, model_server, spans):
-    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    (interaction,) = cassette_interactions(path)
     request, response = interaction["request"], interaction["response"]
     sent = json.loads(request["body"])
-    body = _body_text(response["body"]["string"])
+    body = body_text(response["body"]["string"])
     streamed = request["uri"].endswith("#stream")
     expected = _expected(body, streamed)
     model_server.play_cassette(interaction, content_type="application/json")
@@ -553,7 +426,3 @@ def test_recorded_exchange(path: Path, model_server, spans):
         assert a[semconv.TIME_TO_FIRST_TOKEN] >= a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
     else:
         assert a[semconv.GEN_AI_REQUEST_MODEL] in span.name
-
-
-def test_every_recording_is_replayed():
-    assert len(RECORDINGS) == 11

@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 import ollama
 import pytest
-import yaml
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 
@@ -37,49 +36,20 @@ from llmtrace.analysis.sources import load_traces
 from llmtrace.instrumentation import registry
 from llmtrace.sdk.exporters.otlp_json import encode_request
 from tests.frameworks.timing import assert_ttft
+from tests.providers.sdk_checks import (
+    cassette_interactions,
+    exported_spans,
+    model_spans,
+    one_model_span,
+    run_init_app,
+)
+from tests.providers.table import OLLAMA
 from tests.servers import ollama as wire
-from tests.servers.fixtures import cassettes
 from tests.servers.model_server import ModelServer
-from tests.subprocesses import clean_environment, run, run_instrumented_app
+from tests.subprocesses import run_instrumented_app
 
+PROVIDER = OLLAMA
 MESSAGES = [{"role": "user", "content": "Why is the sky blue?"}]
-
-
-@pytest.fixture
-def server(model_server: ModelServer) -> Iterator[ModelServer]:
-    wire.register(model_server)
-    wire.set_load_time(model_server, 0.0)
-    yield model_server
-    wire.set_load_time(model_server, 0.0)
-
-
-@pytest.fixture(autouse=True)
-def _spans_end_once(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Every test: no span is ended twice or written after its end (the SDK warns of both)."""
-    yield
-    assert "ended span" not in caplog.text
-
-
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    assert registry.instrument(["ollama", "httpx"]) == ["ollama", "httpx"]
-    yield
-    registry.uninstrument()
-
-
-def model_spans(exporter: Any) -> list[Any]:
-    return [
-        s for s in exporter.get_finished_spans() if sc.GEN_AI_OPERATION_NAME in (s.attributes or {})
-    ]
-
-
-def only_span(exporter: Any) -> Any:
-    (span,) = model_spans(exporter)
-    return span
-
-
-def _client(server: ModelServer) -> ollama.Client:
-    return ollama.Client(host=server.url)
 
 
 # --- what a call records ----------------------------------------------------------------------
@@ -90,10 +60,10 @@ def test_chat_records_usage_finish_reason_model_and_the_servers_timings(
 ):
     server.configure(first_token_delay=0.05, token_delay=0.01, model="llama3.2:1b")
     wire.set_load_time(server, 0.03)
-    response = _client(server).chat(
+    response = PROVIDER.client(server).chat(
         model="llama3.2", messages=MESSAGES, options={"temperature": 0.2, "num_predict": 64}
     )
-    span = only_span(spans)
+    span = one_model_span(spans)
     attributes = span.attributes
     assert span.name == "chat llama3.2" and span.kind == trace.SpanKind.CLIENT
     assert span.status.status_code == StatusCode.OK
@@ -122,9 +92,11 @@ def test_chat_records_usage_finish_reason_model_and_the_servers_timings(
 
 
 def test_generate_is_a_text_completion(server, spans, instrumented):
-    result = _client(server).generate(model="llama3", prompt="Tell me a joke", system="Be brief")
+    result = PROVIDER.client(server).generate(
+        model="llama3", prompt="Tell me a joke", system="Be brief"
+    )
     assert result.response == "Hello, world!"
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.name == "text_completion llama3"
     assert span.attributes[sc.GEN_AI_OPERATION_NAME] == "text_completion"
     assert span.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
@@ -133,14 +105,14 @@ def test_generate_is_a_text_completion(server, spans, instrumented):
 
 @pytest.mark.parametrize("call", ["embed", "embeddings"])
 def test_embeddings_have_stage_embedding_and_their_dimension(server, spans, instrumented, call):
-    client = _client(server)
+    client = PROVIDER.client(server)
     wire.set_load_time(server, 0.02)
     if call == "embed":
         result = client.embed(model="all-minilm", input=["one", "two", "three"])
         assert len(result.embeddings) == 3
     else:
         client.embeddings(model="all-minilm", prompt="one")
-    span = only_span(spans)
+    span = one_model_span(spans)
     attributes = span.attributes
     assert span.name == "embeddings all-minilm"
     assert attributes[sc.GEN_AI_OPERATION_NAME] == "embeddings"
@@ -163,14 +135,14 @@ def test_streamed_call_records_ttft_chunks_and_the_last_lines_counts(
 ):
     server.configure(first_token_delay=0.06, token_delay=0.01, tokens=["a", "b", "c"])
     wire.set_load_time(server, 0.02)
-    client = _client(server)
+    client = PROVIDER.client(server)
     if operation == "chat":
         parts = list(client.chat(model="m", messages=MESSAGES, stream=True))
         assert "".join(p.message.content for p in parts) == "abc"
     else:
         parts = list(client.generate(model="m", prompt="x", stream=True))
         assert "".join(p.response for p in parts) == "abc"
-    attributes = only_span(spans).attributes
+    attributes = one_model_span(spans).attributes
     assert attributes[sc.GEN_AI_REQUEST_STREAM] is True
     assert attributes[sc.STREAM_END] == "completed"
     assert attributes[sc.CHUNK_COUNT] == len(parts) == 4  # three tokens and the final line
@@ -195,7 +167,7 @@ def test_async_client_streamed_and_not(server, spans, instrumented):
     server.configure(first_token_delay=0.03)
 
     async def main() -> tuple[str, str]:
-        client = ollama.AsyncClient(host=server.url)
+        client = PROVIDER.async_client(server)
         whole = await client.chat(model="m", messages=MESSAGES)
         streamed = ""
         async for part in await client.generate(model="m", prompt="x", stream=True):
@@ -225,7 +197,7 @@ def test_module_level_functions_go_through_the_default_client(
 
 
 def test_other_requests_of_the_client_are_not_model_calls(server, spans, instrumented):
-    assert _client(server).delete("m").status == "success"
+    assert PROVIDER.client(server).delete("m").status == "success"
     assert model_spans(spans) == []
     (hop,) = spans.get_finished_spans()  # left to the HTTP layer: a network span
     assert hop.name == "DELETE" and hop.attributes[sc.STAGE] == "network"
@@ -278,13 +250,15 @@ def test_tool_calls_are_output_and_with_capture_part_of_the_output_message(
     server, spans, instrumented, capture, stream
 ):
     server.configure(first_token_delay=0.02)
-    result = _client(server).chat(model="m", messages=MESSAGES, tools=[WEATHER_TOOL], stream=stream)
+    result = PROVIDER.client(server).chat(
+        model="m", messages=MESSAGES, tools=[WEATHER_TOOL], stream=stream
+    )
     if stream:
         calls = [c for part in result for c in part.message.tool_calls or ()]
     else:
         calls = list(result.message.tool_calls or ())
     assert [c.function.name for c in calls] == ["get_current_weather"]
-    attributes = only_span(spans).attributes
+    attributes = one_model_span(spans).attributes
     assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)  # as Ollama reports it
     (message,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
     assert message["role"] == "assistant"
@@ -304,13 +278,15 @@ def test_thinking_is_recorded_only_with_capture(server, spans, instrumented, str
         )
         options.reload()
         spans.clear()
-        result = _client(server).chat(model="m", messages=MESSAGES, think=True, stream=stream)
+        result = PROVIDER.client(server).chat(
+            model="m", messages=MESSAGES, think=True, stream=stream
+        )
         if stream:
             parts = list(result)
             assert parts[0].message.thinking == "ponder"
         else:
             assert result.message.thinking == "ponder"
-        attributes = only_span(spans).attributes
+        attributes = one_model_span(spans).attributes
         recorded = json.dumps(dict(attributes))
         if not captured:
             assert "ponder" not in recorded and "forty" not in recorded
@@ -330,34 +306,21 @@ def test_thinking_is_recorded_only_with_capture(server, spans, instrumented, str
 # --- every end of a stream --------------------------------------------------------------------
 
 
-def test_stream_broken_off_and_closed_ends_the_span_once(server, spans, instrumented):
-    server.configure(token_delay=0.01, tokens=["t"] * 10)
-    stream = _client(server).chat(model="m", messages=MESSAGES, stream=True)
-    for _ in stream:
-        break
-    stream.close()
-    stream.close()
-    span = only_span(spans)
-    assert span.attributes[sc.STREAM_END] == "closed"
-    assert span.attributes[sc.CHUNK_COUNT] == 1
-    assert span.status.status_code == StatusCode.UNSET
-
-
 def test_stream_dropped_half_read_is_ended_as_abandoned(server, spans, instrumented):
     server.configure(token_delay=0.01, tokens=["t"] * 10)
-    stream = _client(server).generate(model="m", prompt="x", stream=True)
+    stream = PROVIDER.client(server).generate(model="m", prompt="x", stream=True)
     next(iter(stream))
     del stream
     gc.collect()
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.attributes[sc.STREAM_END] == "abandoned"
 
 
 def test_stream_never_iterated_sent_nothing_and_ends_as_abandoned(server, spans, instrumented):
-    stream = _client(server).chat(model="m", messages=MESSAGES, stream=True)
+    stream = PROVIDER.client(server).chat(model="m", messages=MESSAGES, stream=True)
     del stream
     gc.collect()
-    assert only_span(spans).attributes[sc.STREAM_END] == "abandoned"
+    assert one_model_span(spans).attributes[sc.STREAM_END] == "abandoned"
     assert [r for r in server.requests if r.path == "/api/chat"] == []  # the client sends lazily
 
 
@@ -372,66 +335,43 @@ def _cut_stream_error(client: ollama.Client) -> BaseException:
 
 def test_stream_cut_mid_way_fails_the_span_with_the_callers_exception(server, spans):
     server.configure(fail_after_chunks=2, tokens=["t"] * 5)
-    plain = _cut_stream_error(_client(server))
-    registry.instrument(["ollama", "httpx"])
+    plain = _cut_stream_error(PROVIDER.client(server))
+    registry.instrument(list(PROVIDER.libraries))
     try:
         spans.clear()
-        traced = _cut_stream_error(_client(server))
+        traced = _cut_stream_error(PROVIDER.client(server))
     finally:
         registry.uninstrument()
     assert type(traced) is type(plain)
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[sc.STREAM_END] == "error"
     assert span.attributes[sc.ERROR_TYPE] == type(plain).__qualname__
     assert span.attributes[sc.CHUNK_COUNT] == 2
 
 
-def test_async_stream_cancelled_ends_the_span_as_cancelled(server, spans, instrumented):
-    server.configure(token_delay=0.5, tokens=["t"] * 4)
-
-    async def main() -> None:
-        client = ollama.AsyncClient(host=server.url)
-        reading = asyncio.Event()
-
-        async def read() -> None:
-            async for _ in await client.chat(model="m", messages=MESSAGES, stream=True):
-                reading.set()
-
-        task = asyncio.create_task(read())
-        await reading.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
-    span = only_span(spans)
-    assert span.attributes[sc.STREAM_END] == "cancelled"
-    assert span.status.status_code == StatusCode.UNSET
-
-
 def test_async_stream_closed_early(server, spans, instrumented):
     server.configure(token_delay=0.01, tokens=["t"] * 6)
 
     async def main() -> None:
-        client = ollama.AsyncClient(host=server.url)
+        client = PROVIDER.async_client(server)
         stream = await client.generate(model="m", prompt="x", stream=True)
         async for _ in stream:
             break
         await stream.aclose()
 
     asyncio.run(main())
-    assert only_span(spans).attributes[sc.STREAM_END] == "closed"
+    assert one_model_span(spans).attributes[sc.STREAM_END] == "closed"
 
 
 def test_the_model_span_is_never_current_in_the_callers_loop(server, spans, instrumented):
     server.configure(token_delay=0.005)
     tracer = trace.get_tracer("app")
     with tracer.start_as_current_span("answer") as answer:
-        for _ in _client(server).chat(model="m", messages=MESSAGES, stream=True):
+        for _ in PROVIDER.client(server).chat(model="m", messages=MESSAGES, stream=True):
             assert trace.get_current_span() is answer
         assert trace.get_current_span() is answer
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.parent.span_id == answer.get_span_context().span_id
     # the request carried the model span's context (a server joins the trace under it)
     traceparent = server.requests[-1].headers["traceparent"]
@@ -448,7 +388,7 @@ def test_concurrent_async_streams_each_get_their_own_span(server, spans, instrum
             return len([part async for part in stream])
 
     async def main() -> list[int]:
-        client = ollama.AsyncClient(host=server.url)
+        client = PROVIDER.async_client(server)
         return await asyncio.gather(*(one(client, n) for n in range(4)))
 
     assert asyncio.run(main()) == [5] * 4
@@ -462,7 +402,7 @@ def test_concurrent_async_streams_each_get_their_own_span(server, spans, instrum
 
 def test_streams_in_threads_each_get_their_own_span(server, spans, instrumented):
     server.configure(first_token_delay=0.05, token_delay=0.01)
-    client = _client(server)
+    client = PROVIDER.client(server)
 
     def one(n: int) -> int:
         return len(list(client.generate(model=f"m{n}", prompt="x", stream=True)))
@@ -483,7 +423,7 @@ def test_nothing_is_traced_while_suppressed_or_under_an_unsampled_parent(
 ):
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-    client = _client(server)
+    client = PROVIDER.client(server)
     with suppress_instrumentation():
         client.chat(model="m", messages=MESSAGES)
         list(client.chat(model="m", messages=MESSAGES, stream=True))
@@ -516,10 +456,10 @@ def test_response_error_passes_unchanged_with_an_error_span(server, spans, strea
     server.configure(status=404, error_message="model 'nope' not found")
 
     def call() -> Any:
-        return _client(server).chat(model="nope", messages=MESSAGES, stream=stream)
+        return PROVIDER.client(server).chat(model="nope", messages=MESSAGES, stream=stream)
 
     plain = _error_of(call)
-    registry.instrument(["ollama", "httpx"])
+    registry.instrument(list(PROVIDER.libraries))
     try:
         spans.clear()
         traced = _error_of(call)
@@ -531,7 +471,7 @@ def test_response_error_passes_unchanged_with_an_error_span(server, spans, strea
         str(plain),
         404,
     )
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[sc.ERROR_TYPE] == "ResponseError"
     assert span.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 404
@@ -548,7 +488,7 @@ def test_connection_error_passes_unchanged(spans, instrumented, stream):
     # ollama 0.6 raises its own ConnectionError for a whole answer (0.4 httpx's ConnectError),
     # httpx's ConnectError from a stream
     assert isinstance(error, ConnectionError | httpx.ConnectError)
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[sc.ERROR_TYPE] == type(error).__qualname__
 
@@ -565,10 +505,10 @@ def test_error_line_mid_stream_passes_unchanged_and_fails_the_span(server, spans
         {"response": {"status": {"code": 200}, "headers": {}, "body": {"string": body}}},
         content_type=wire.NDJSON,
     )
-    error = _error_of(lambda: _client(server).generate(model="m", prompt="x", stream=True))
+    error = _error_of(lambda: PROVIDER.client(server).generate(model="m", prompt="x", stream=True))
     assert isinstance(error, ollama.ResponseError)
     assert error.error == "model runner has unexpectedly stopped" and error.status_code == -1
-    attributes = only_span(spans).attributes
+    attributes = one_model_span(spans).attributes
     assert attributes[sc.STREAM_END] == "error" and attributes[sc.CHUNK_COUNT] == 1
     assert attributes[sc.ERROR_TYPE] == "ResponseError"
     assert sc.HTTP_RESPONSE_STATUS_CODE not in attributes  # -1: no HTTP status to record
@@ -585,7 +525,7 @@ def test_calls_record_the_genai_client_metrics(server, spans, instrumented, metr
     from tests.instrumentation.test_metrics import histograms, points_for
 
     server.configure(first_token_delay=0.03, token_delay=0.01)
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.chat(model="ollama-metrics-plain", messages=MESSAGES)
     list(client.chat(model="ollama-metrics-stream", messages=MESSAGES, stream=True))
     found = histograms(metric_reader)
@@ -609,24 +549,6 @@ def test_calls_record_the_genai_client_metrics(server, spans, instrumented, metr
 # --- one span per call, and the registry ------------------------------------------------------
 
 
-def test_opentelemetry_httpx_instrumentation_adds_no_model_span(server, spans, instrumented):
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
-    HTTPXClientInstrumentor().instrument()
-    try:
-        client = _client(server)
-        client.chat(model="m", messages=MESSAGES)
-        list(client.chat(model="m", messages=MESSAGES, stream=True))
-    finally:
-        HTTPXClientInstrumentor().uninstrument()
-    models = model_spans(spans)
-    assert len(models) == 2
-    others = [s for s in spans.get_finished_spans() if s not in models]
-    # their HTTP span sits under each model span; llmtrace adds none
-    assert len(others) == 2 and all(s.instrumentation_scope.name != "llmtrace" for s in others)
-    assert {s.parent.span_id for s in others} == {m.context.span_id for m in models}
-
-
 def test_uninstrument_restores_the_clients(server, spans):
     # (the package's attribute ollama._client is its default client, not the module)
     client_module = sys.modules["ollama._client"]
@@ -636,7 +558,7 @@ def test_uninstrument_restores_the_clients(server, spans):
     assert hasattr(client_module.Client._request, "__wrapped__")
     registry.uninstrument()
     assert (client_module.Client._request, client_module.AsyncClient._request) == originals
-    _client(server).chat(model="m", messages=MESSAGES)
+    PROVIDER.client(server).chat(model="m", messages=MESSAGES)
     assert model_spans(spans) == []
 
 
@@ -664,7 +586,7 @@ TIMED_CALLS = 9
 @pytest.mark.parametrize("operation", ["chat", "generate"])
 def test_ttft_follows_the_injected_first_token_delay_sync(server, spans, instrumented, operation):
     server.configure(headers_delay=0.03, first_token_delay=DELAY, token_delay=0.005)
-    client = _client(server)
+    client = PROVIDER.client(server)
     client.chat(model="warm", messages=MESSAGES)  # a pooled connection for the timed calls
     spans.clear()
     for _ in range(TIMED_CALLS):
@@ -685,7 +607,7 @@ def test_ttft_follows_the_injected_first_token_delay_async(server, spans, instru
     server.configure(headers_delay=0.03, first_token_delay=DELAY, token_delay=0.005)
 
     async def main() -> None:
-        client = ollama.AsyncClient(host=server.url)
+        client = PROVIDER.async_client(server)
         await client.chat(model="warm", messages=MESSAGES)
         spans.clear()
         for _ in range(TIMED_CALLS):
@@ -711,12 +633,12 @@ def test_report_shows_the_servers_model_load_as_stage_load(
 ):
     server.configure(first_token_delay=0.3, token_delay=0.01)
     wire.set_load_time(server, 0.2)
-    client = _client(server)
+    client = PROVIDER.client(server)
     with trace.get_tracer("app").start_as_current_span("answer"):
         result = client.chat(model="m", messages=MESSAGES, stream=stream)
         if stream:
             list(result)
-    load = only_span(spans).attributes[sc.SERVER_LOAD_TIME]
+    load = one_model_span(spans).attributes[sc.SERVER_LOAD_TIME]
     assert load == pytest.approx(0.2)
     path = tmp_path / "traces.jsonl"
     path.write_text(json.dumps(encode_request(spans.get_finished_spans())) + "\n")
@@ -735,8 +657,6 @@ def test_report_shows_the_servers_model_load_as_stage_load(
 
 
 # --- replay -----------------------------------------------------------------------------------
-
-OLLAMA_CASSETTES = cassettes("ollama")
 
 
 def _recorded_lines(body: str) -> list[dict[str, Any]]:
@@ -825,26 +745,22 @@ def _outcome(server: ModelServer, cassette: Path, interaction: dict[str, Any]) -
         return exc
 
 
-def test_every_recording_is_replayed() -> None:
-    assert len(OLLAMA_CASSETTES) == 19
-
-
-@pytest.mark.parametrize("cassette", OLLAMA_CASSETTES, ids=lambda path: path.stem)
+@pytest.mark.parametrize("cassette", PROVIDER.cassettes, ids=lambda path: path.stem)
 def test_replay(cassette: Path, server, spans) -> None:
-    (interaction,) = yaml.safe_load(cassette.read_text())["interactions"]
+    (interaction,) = cassette_interactions(cassette)
     body = json.loads(interaction["request"]["body"])
     # openinference stripped the headers: a stream is served as Ollama sends it
     server.play_cassette(interaction, content_type=wire.NDJSON if body.get("stream") else None)
     response = interaction["response"]
     status = response["status"]["code"]
     plain = _outcome(server, cassette, interaction)
-    registry.instrument(["ollama", "httpx"])
+    registry.instrument(list(PROVIDER.libraries))
     try:
         spans.clear()
         traced = _outcome(server, cassette, interaction)
     finally:
         registry.uninstrument()
-    span = only_span(spans)
+    span = one_model_span(spans)
     assert len(spans.get_finished_spans()) == 1
     if status >= 400:
         assert isinstance(traced, ollama.ResponseError)
@@ -876,28 +792,25 @@ def test_replay(cassette: Path, server, spans) -> None:
 
 
 def test_replayed_thinking_stream_has_its_first_token_at_the_first_thought(server, spans):
-    (path,) = [p for p in OLLAMA_CASSETTES if p.stem == "chat_streaming_thinking"]
-    (interaction,) = yaml.safe_load(path.read_text())["interactions"]
+    (path,) = [p for p in PROVIDER.cassettes if p.stem == "chat_streaming_thinking"]
+    (interaction,) = cassette_interactions(path)
     server.play_cassette(interaction, content_type=wire.NDJSON)
-    registry.instrument(["ollama", "httpx"])
+    registry.instrument(list(PROVIDER.libraries))
     try:
         started = time.monotonic()
-        parts = list(_client(server).chat(model="qwen3.6:latest", messages=MESSAGES, stream=True))
+        parts = list(
+            PROVIDER.client(server).chat(model="qwen3.6:latest", messages=MESSAGES, stream=True)
+        )
         elapsed = time.monotonic() - started
     finally:
         registry.uninstrument()
     assert parts[0].message.thinking and not parts[0].message.content
-    attributes = only_span(spans).attributes
+    attributes = one_model_span(spans).attributes
     assert attributes[sc.TIME_TO_FIRST_TOKEN] == attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
     assert attributes[sc.TIME_TO_FIRST_TOKEN] < elapsed
 
 
-INIT_APP = """
-import sys
-import llmtrace
-from llmtrace.instrumentation import registry
-
-llmtrace.init(service_name="ollama-app", exporter="file", file_path=sys.argv[1])
+INIT_CODE = """
 assert "ollama" not in sys.modules, "imported before the application imported it"
 import ollama
 
@@ -905,8 +818,6 @@ assert "ollama" in registry.instrumented(), registry.instrumented()
 client = ollama.Client(host=sys.argv[2])
 for part in client.chat(model="llama3", messages=[{"role": "user", "content": "hi"}], stream=True):
     pass
-llmtrace.shutdown()
-print("ok")
 """
 
 
@@ -915,13 +826,9 @@ def test_init_instruments_ollama_when_the_app_imports_it_and_the_report_shows_th
 ):
     server.configure(first_token_delay=0.25, token_delay=0.01)
     wire.set_load_time(server, 0.15)
-    traces_file = tmp_path / "traces.jsonl"
-    argv = [sys.executable, "-c", INIT_APP, str(traces_file), server.url]
-    result = run(argv, tmp_path, clean_environment())
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
-    (trace_,) = load_traces(str(traces_file)).traces
-    assert trace_.root.name == "chat llama3" and trace_.root.attributes[sc.STAGE] == "ttft"
-    assert trace_.root.attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.15)
+    root, traces_file = run_init_app(tmp_path, "ollama", INIT_CODE, server.url)
+    assert root.name == "chat llama3" and root.attributes[sc.STAGE] == "ttft"
+    assert root.attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.15)
     report = build_report(load_traces(str(traces_file)))
     assert report.stages["load"].distribution.p50 == pytest.approx(0.15, abs=1e-6)
 
@@ -944,11 +851,7 @@ def test_unmodified_app_under_opentelemetry_instrument(server, tmp_path):
     their HTTP span beneath it."""
     done, traces = run_instrumented_app(UNMODIFIED_APP, tmp_path, "ollama-app", server.url)
     assert done.returncode == 0, done.stderr[-3000:]
-    spans = []
-    for line in traces.read_text().splitlines():
-        for resource in json.loads(line).get("resourceSpans", []):
-            for scope in resource.get("scopeSpans", []):
-                spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
+    spans = exported_spans(traces)
     models = {span["spanId"]: span["name"] for scope, span in spans if scope == "llmtrace"}
     assert sorted(models.values()) == ["chat m", "text_completion m"]
     others = [span for scope, span in spans if scope != "llmtrace"]
