@@ -25,6 +25,9 @@ replayed, and why: ``agent_query_tool_openai_assistants`` (the OpenAI Assistants
 installed, and ``QueryPipeline`` is no longer in ``llama-index-core`` 0.14), and
 ``llamaparse_load_data`` / ``async_llamaparse_load_data`` (LlamaParse uploads to LlamaCloud:
 ``llama-parse`` is not installed, and those exchanges carry no model, tokens or finish reasons).
+
+Kept whole (past 800 lines): the tests share one index, one simulated model server and the
+timing checks of tests/frameworks/timing.py; split, each part would set them up again.
 """
 
 from __future__ import annotations

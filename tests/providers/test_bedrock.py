@@ -13,6 +13,9 @@ check, its span has the recorded action and no model attributes. The ``bedrock-a
 calls (``retrieve_and_generate``, ``invoke_agent``) are sent as well: not traced, they make no
 span and still work. Every recording can be sent by
 boto3 1.44.8; none needs a parameter the current client has dropped.
+
+Kept whole (past 800 lines): every test here is one provider's own behaviour against one
+simulated server; what all providers share is in test_every_provider.py.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ like ``generateContent``.
 Async clients send through ``aiohttp`` here (google-genai prefers it when it is installed), sync
 ones through ``httpx2``; the OpenTelemetry httpx test (``test_every_provider.py``) forces ``httpx``
 and ``httpx2`` in turn.
+
+Kept whole (past 800 lines): every test here is one provider's own behaviour against one
+simulated server; what all providers share is in test_every_provider.py.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ not, the recorded model, messages, tools and options). None is left out. The one
 ollama-python 0.2-0.4 had sent fields the current client leaves out (``"format": ""``,
 ``"keep_alive": null``, empty ``context`` and ``images``): the current client's request differs
 from the recorded one there, which the server's recorded answer does not depend on.
+
+Kept whole (past 800 lines): every test here is one provider's own behaviour against one
+simulated server; what all providers share is in test_every_provider.py.
 """
 
 from __future__ import annotations
