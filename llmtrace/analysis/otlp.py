@@ -99,6 +99,9 @@ HASHED_ATTRIBUTES: frozenset[str] = frozenset(
 TABLE_ATTRIBUTES: frozenset[str] = conventions.CONVENTION_KEYS - KEPT_ATTRIBUTES - HASHED_ATTRIBUTES
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
 _MODEL_CALL = conventions.MODEL_CALL
+_CONVENTION_KEYS = conventions.CONVENTION_KEYS
+# a rule without conditions would give a stage to any span: then the table is always applied
+_CATCH_ALL = any(not rule.when for rule in conventions.STAGE_RULES)
 _intern = sys.intern
 _STAGE = sc.STAGE
 _MIN_INT64 = -(2**63)
@@ -274,6 +277,7 @@ class SpanCollector:
         table = TABLE_ATTRIBUTES
         no_foreign: dict[str, Any] = {}  # shared, never written to
         families = self.families
+        inferred_calls = self.inferred_calls
         intern = _intern
         decode = attribute_value
         to_int = integer
@@ -347,18 +351,13 @@ class SpanCollector:
                     family = conventions.span_family(None, attributes, foreign)
                     if family is not None:
                         families[family] = families.get(family, 0) + 1
-                assigned = None
+                span = Span(span_id, parent_id, name, kind, start, end, attributes, service)
                 if _STAGE not in attributes:
                     events = raw.get("events")
                     first_token_at = first_token_event(events) if events else None
-                    assigned = conventions.normalize(attributes, foreign, first_token_at, start)
-                    if assigned is None:
+                    if table_stage(span, foreign, first_token_at, inferred_calls) is None:
                         self.unassigned += 1
-                spans[span_id] = span = Span(
-                    span_id, parent_id, name, kind, start, end, attributes, service
-                )
-                if assigned and attributes[_STAGE] == _MODEL_CALL:
-                    self.inferred_calls.append(span)
+                spans[span_id] = span
                 added += 1
         finally:
             # a span that is not OTLP ends the document; those before it were added
@@ -384,11 +383,37 @@ class SpanCollector:
         return traces, excluded_open
 
 
+def table_stage(
+    span: Span, foreign: Mapping[str, Any], first_token_at: int | None, inferred: list[Span]
+) -> bool | None:
+    """Read a span without ``llmtrace.stage`` (another instrumentation's) through the conventions
+    table, in place, whatever it was read from (OTLP JSON here, the SDK's spans in
+    ``sdk.request_metrics``): ``span.attributes`` holds the attributes the analysis keeps,
+    ``foreign`` those only the table reads, ``first_token_at`` the time of its first-token event.
+    A model call the table makes is added to ``inferred``: a framework's may wrap its provider's
+    (``yield_to_wire``). Returns ``conventions.normalize``'s answer (None: no stage found)."""
+    attributes = span.attributes
+    if (
+        first_token_at is None
+        and not foreign
+        and not _CATCH_ALL
+        and _CONVENTION_KEYS.isdisjoint(attributes)
+    ):
+        # nothing the table reads: it would find no rule and no alias (the common case of an
+        # HTTP span, a workflow, or a span of llmtrace's own without a stage)
+        return None
+    assigned = conventions.normalize(attributes, foreign, first_token_at, span.start)
+    if assigned and attributes[_STAGE] == _MODEL_CALL:
+        inferred.append(span)
+    return assigned
+
+
 def yield_to_wire(calls: Iterable[Span]) -> None:
-    """Frameworks add structure, providers keep the timing (DESIGN.md, rule 8): a model call the
-    conventions table inferred that has another model call below it (a LangChain LLM span over
-    the OpenAI client's) is structure, so the call is counted once, by the span closest to the
-    wire, with its first-token time and usage. Spans that declared their stage are left alone."""
+    """Frameworks add structure, providers keep the timing (docs/architecture.md, rule 8): a
+    model call the conventions table inferred that has another model call below it (a LangChain
+    LLM span over the OpenAI client's) is structure, so the call is counted once, by the span
+    closest to the wire, with its first-token time and usage. Spans that declared their stage
+    are left alone."""
     for call in calls:
         seen = {id(call)}
         stack = list(call.children)

@@ -35,36 +35,32 @@ request. Sum stage times within one service, never across services.
 
 Sampling: the processor sees only spans the sampler records. With ``unsampled=True`` (opt-in)
 ``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
-request is then counted, at the cost of recording every span (``benchmarks/overhead_core.py``
-measures it: on a busy 2-core machine about 50 us per request of seven spans with the traces
-dropped, 170 us with them recorded and broken down). While it is on, ``gate.record_unsampled``
-is True, and llmtrace's instrumentation gates (which otherwise skip children of an unsampled
-parent) start children under a parent that is recorded but not sampled, so an unsampled
-request's stages are its own.
+request is then counted, at the cost of recording every span (measured in benchmarks/README.md,
+overhead_core.py). While it is on, ``gate.record_unsampled`` is True, and llmtrace's
+instrumentation gates (which otherwise skip children of an unsampled parent) start children
+under a parent that is recorded but not sampled, so an unsampled request's stages are its own.
 
 Where the points go: under the meter provider ``llmtrace.init()`` creates (request metrics on
 by default there), llmtrace aggregates the four histograms itself and that provider's reader
 exports them with the SDK's own metrics (``llmtrace.sdk.request_histograms``: the SDK offers no
-interface for aggregated data, and records a point at about 7 us, most of it copying, cleaning
-and hashing its attributes). On an application's own ``MeterProvider``, or with exponential
+interface for aggregated data, and most of its cost per point is copying, cleaning and hashing
+the point's attributes). On an application's own ``MeterProvider``, or with exponential
 histograms, the points go through the SDK, with each request name, model and error type's
 attribute dicts built once. Either way no point carries an exemplar: they are recorded outside
 any span context, since the span current when a request's root ends is not the request's (an
 exemplar would name another trace, or the caller's), and the SDK's default trace-based exemplar
-filter costs about 2 us per point when a sampled span is current.
+filter adds to every point's cost when a sampled span is current (measured in
+benchmarks/README.md, overhead_core.py).
 
-Cost, measured by ``benchmarks/overhead_core.py --only-requests``, on a request of seven spans
-created, batched and OTLP-encoded: in CPU instructions (callgrind, the mean over three hash seeds;
-the figure that repeats, to within 1k per request in one environment) the spans cost about
-2,339k and the processor adds about 228k (9.7% on each seed; the aim is under 10%). Holding each
-span as it ends costs about 1.8 us, the breakdown at the root's end 8-10 us (the report's
-critical-path walk over the analysis model, adding up each stage's total as it goes), the eleven
-histogram points about 1.2 us. In CPU time the same work costs more than its instructions
-suggest: 39-63 us added to 248-305 us (15-21%) on a busy 2-core machine. That is not the data
-(the breakdown of one request kept warm and computed again at every root's end costs as much) but
-the code running cold: each hook runs once between the SDK's own work, and computing a request's
-breakdown a second time in place costs about 10 us where the first costs about 30. Through the
-SDK the points cost about 70 us instead (+50% in all).
+Cost (measured by ``benchmarks/overhead_core.py --only-requests``, figures in
+benchmarks/README.md, overhead_core.py): the aim is that the processor adds under 10% to the CPU
+instructions of a request's spans (created, batched and OTLP-encoded), the figure that repeats
+from run to run. The work is holding each span as it ends, the breakdown at the root's end (the
+report's critical-path walk over the analysis model, adding up each stage's total as it goes)
+and the histogram points. In CPU time the same work costs a larger share than its instructions
+suggest. That is not the data (the breakdown of one request kept warm and computed again at every
+root's end costs as much) but the code running cold: each hook runs once between the SDK's own
+work. Recording the points through the SDK instead costs markedly more.
 """
 
 from __future__ import annotations
@@ -92,6 +88,7 @@ from llmtrace.analysis.otlp import (
     KEPT_ATTRIBUTES,
     TABLE_ATTRIBUTES,
     stage_name,
+    table_stage,
     yield_to_wire,
 )
 
@@ -135,10 +132,7 @@ TOKEN_BUCKETS = (
 _STAGE = sc.STAGE
 _MODEL_CALL = conventions.MODEL_CALL
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
-_TABLE_KEYS = conventions.CONVENTION_KEYS
 _NUMBERS = (int, float)
-# a rule without conditions would give a stage to any span: then the table is always applied
-_CATCH_ALL = any(not rule.when for rule in conventions.STAGE_RULES)
 
 
 def views(histogram: str) -> list[Any]:
@@ -270,17 +264,22 @@ _Held = tuple[int, int, Span]
 def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[Span]) -> _Held:
     """One finished SDK span (``span_id``: its id) in the analysis model, read as
     ``analysis.otlp`` reads its OTLP JSON: the attributes the analysis keeps, and a foreign span's
-    through the conventions table. A model call is also added to ``declared`` (its stage says so)
-    or ``inferred`` (the conventions table made it one). ``RequestMetricsProcessor.on_end`` holds
-    most spans without this call (see there), with the same result.
+    through the conventions table (``analysis.otlp.table_stage``). A model call is also added to
+    ``declared`` (its stage says so) or ``inferred`` (the conventions table made it one).
 
-    A span with a stage (llmtrace's own) keeps its arrays as the SDK's tuples: nothing that reads
-    such a span here reads an array, and a tuple stage is not a stage name, as a list is not."""
+    Every span of a request passes here as it ends (``RequestMetricsProcessor.on_end``, the hot
+    path), so the common case, a span of llmtrace's own, is read first and with the least work.
+    A span with a stage keeps its arrays as the SDK's tuples: nothing that reads such a span here
+    reads an array, and a tuple stage is not a stage name, as a list is not."""
     if span.__class__ is _READABLE:
         # what the SDK hands span processors: its fields, without a property call for each
         held, parent, kind, name, start, end = _ended_fields(span)
-        source: Any = _held_attributes(held)
+        # the dict under the SDK's attribute store (see _held_attributes): the span has ended,
+        # nothing writes to it any more
+        own = held.__class__ is _BOUNDED
+        source: Any = _attribute_dict(held) if own else held or {}
     else:
+        own = False
         source = _held_attributes(span.attributes)
         parent, kind, name, start, end = (
             span.parent,
@@ -289,28 +288,24 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
             span.start_time,
             span.end_time,
         )
-    start = start or 0
-    end = end or 0
-    # OTLP's SpanKind is the SDK's plus one (OTLP has UNSPECIFIED = 0): the enum member's value
-    # read directly, where a lookup keyed by it would hash it
-    kind_number = kind._value_ + 1
-    parent_id = parent[1] if parent is not None else 0
     stage = source.get(_STAGE)
     if stage.__class__ is str:
-        # a declared stage: the conventions table is not read (RequestMetricsProcessor.on_end
-        # holds the SDK's dict itself when the analysis keeps all of it)
-        kept = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
-        model = Span("", None, name, kind_number, start, end, kept)
+        # A declared stage (llmtrace's spans): the conventions table is not read, and when the
+        # analysis keeps every attribute the SDK's dict is held as it is (nothing here writes to
+        # a declared-stage span's attributes). OTLP's SpanKind is the SDK's plus one (OTLP has
+        # UNSPECIFIED = 0): the enum member's value read directly, where a lookup would hash it.
+        if not (own and KEPT_ATTRIBUTES.issuperset(source)):
+            source = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
+        model = Span("", None, name, kind._value_ + 1, start or 0, end or 0, source)
         if stage == _MODEL_CALL:
             declared.append(model)
-        return span_id, parent_id, model
-    model = Span("", None, name, kind_number, start, end, {})
+        # a SpanContext: [1] is its span id
+        return span_id, parent[1] if parent is not None else 0, model
+    parent_id = parent[1] if parent is not None else 0
+    model = Span("", None, name, kind._value_ + 1, start or 0, end or 0, {})
     attributes = model.attributes
     foreign: dict[str, Any] = {}
-    read_by_table = False
     for key, value in source.items():
-        if key in _TABLE_KEYS:
-            read_by_table = True
         if key in KEPT_ATTRIBUTES:
             value = _plain(value)
             attributes[key] = stage_name(value) if key == _STAGE else value
@@ -330,13 +325,7 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
         if event.name in _FIRST_TOKEN_EVENTS:
             first_token_at = event.timestamp
             break
-    if not read_by_table and first_token_at is None and not _CATCH_ALL:
-        # nothing the table reads: it would find no rule and no alias (the common case of a span
-        # of llmtrace's own without a stage, an HTTP span or a workflow)
-        return span_id, parent_id, model
-    assigned = conventions.normalize(attributes, foreign, first_token_at, model.start)
-    if assigned and attributes[_STAGE] == _MODEL_CALL:
-        inferred.append(model)
+    table_stage(model, foreign, first_token_at, inferred)
     return span_id, parent_id, model
 
 
@@ -664,7 +653,11 @@ class RequestMetricsProcessor(SpanProcessor):
                 if pending is None:
                     return
                 if span_id not in pending.roots:
-                    self._hold_child(span, span_id, pending)
+                    spans = pending.spans
+                    if len(spans) < self.max_spans:
+                        spans.append(hold(span, span_id, pending.inferred, pending.declared))
+                    else:
+                        pending.dropped += 1
                     return
                 pending.roots.discard(span_id)
                 # copies: a span of the trace may still end on another thread
@@ -688,31 +681,6 @@ class RequestMetricsProcessor(SpanProcessor):
             self._record(figures(span, spans, inferred, relink, declared))
         except Exception:
             log_once(logger, "request breakdown failed")
-
-    def _hold_child(self, span: ReadableSpan, span_id: int, pending: _Pending) -> None:
-        """Add an ended span that is not a local root to its request (called under the lock)."""
-        spans = pending.spans
-        if len(spans) >= self.max_spans:
-            pending.dropped += 1
-            return
-        if span.__class__ is _READABLE:
-            held, parent, kind, name, start, end = _ended_fields(span)
-            if held.__class__ is _BOUNDED:
-                # What hold() does for most spans, here without a call for each: the stage is
-                # declared and the analysis keeps every attribute (llmtrace's spans), so the
-                # SDK's dict of the ended span, never written again, is held as it is; nothing
-                # here writes to a declared-stage span's attributes.
-                source = _attribute_dict(held)
-                stage = source.get(_STAGE)
-                if stage.__class__ is str and KEPT_ATTRIBUTES.issuperset(source):
-                    # (OTLP's SpanKind, as in hold())
-                    model = Span("", None, name, kind._value_ + 1, start or 0, end or 0, source)
-                    if stage == _MODEL_CALL:
-                        pending.declared.append(model)
-                    # a SpanContext: [1] is its span id
-                    spans.append((span_id, parent[1] if parent is not None else 0, model))
-                    return
-        spans.append(hold(span, span_id, pending.inferred, pending.declared))
 
     def _record(self, request: RequestFigures) -> None:
         key = (request.name, request.model, request.error_type)

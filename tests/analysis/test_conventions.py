@@ -10,9 +10,16 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from llmtrace import semconv as sc
 from llmtrace.analysis import conventions
+from llmtrace.analysis.model import Span
 from llmtrace.analysis.native import NativeTraces
-from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES, TABLE_ATTRIBUTES
+from llmtrace.analysis.otlp import (
+    HASHED_ATTRIBUTES,
+    KEPT_ATTRIBUTES,
+    TABLE_ATTRIBUTES,
+    table_stage,
+)
 from llmtrace.analysis.render.html import render_html
 from llmtrace.analysis.render.terminal import print_report
 from llmtrace.analysis.report import build_report
@@ -167,6 +174,38 @@ def test_the_table_reads_only_attributes_the_analysis_does_not() -> None:
         "tool",
         "postprocess",
     }
+
+
+def _unstaged(attributes: dict[str, Any]) -> Span:
+    return Span("", None, "span", 1, T0, T0 + 500 * MS, attributes)
+
+
+def test_a_span_the_table_reads_nothing_of_is_unassigned_as_the_table_leaves_it() -> None:
+    # both readers skip the table for such a span (an HTTP span, a workflow): the answer and the
+    # attributes must be those the table itself gives
+    unread = {key: "chat" for key in KEPT_ATTRIBUTES - conventions.CONVENTION_KEYS - {sc.STAGE}}
+    for attributes in ({}, unread):
+        inferred: list[Span] = []
+        span = _unstaged(dict(attributes))
+        assert table_stage(span, {}, None, inferred) is None
+        assert span.attributes == attributes and not inferred
+        read = dict(attributes)
+        assert conventions.normalize(read, {}, None, T0) is None
+        assert read == attributes
+
+
+def test_a_model_call_the_table_finds_is_noted_for_yield_to_wire() -> None:
+    inferred: list[Span] = []
+    call = _unstaged({sc.GEN_AI_OPERATION_NAME: "chat"})
+    assert table_stage(call, {}, T0 + 100 * MS, inferred) is True
+    assert call.attributes[sc.STAGE] == conventions.MODEL_CALL
+    assert call.attributes[conventions.FIRST_TOKEN_TARGET] == pytest.approx(0.1)
+    retrieval = _unstaged({})
+    assert table_stage(retrieval, {"openinference.span.kind": "RETRIEVER"}, None, inferred)
+    assert retrieval.attributes[sc.STAGE] == "retrieval"
+    chain = _unstaged({})
+    assert table_stage(chain, {"openinference.span.kind": "CHAIN"}, None, inferred) is False
+    assert inferred == [call]
 
 
 @pytest.mark.parametrize(
