@@ -118,34 +118,3 @@ def output_messages(text: str, budget: tuple[int, Any], tool_calls: list[Any] | 
     if tool_calls:
         message["tool_calls"] = tool_calls
     return bounded_content(json.dumps([message], default=str), *budget)
-
-
-class StreamedText:
-    """A stream's output text, kept only while content is captured and up to its byte budget."""
-
-    __slots__ = ("_left", "_max", "_parts", "_redact")
-
-    def __init__(self, budget: int, redact: Callable[[str], str] | None) -> None:
-        self._parts: list[str] | None = [] if budget > 0 else None
-        self._left = budget
-        self._max = budget
-        self._redact = redact
-
-    @property
-    def wanted(self) -> bool:
-        return self._parts is not None and self._left > 0
-
-    def add(self, text: Any) -> None:
-        if isinstance(text, str) and text and self._parts is not None and self._left > 0:
-            self._parts.append(text)
-            self._left -= len(text.encode("utf-8"))  # a byte budget
-
-    def attributes(self) -> dict[str, str]:
-        """``gen_ai.output.messages`` once the stream ended (the redaction hook sees it first)."""
-        if not self._parts:
-            return {}
-        return {
-            semconv.GEN_AI_OUTPUT_MESSAGES: output_messages(
-                "".join(self._parts), (self._max, self._redact)
-            )
-        }

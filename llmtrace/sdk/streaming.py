@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import wrapt
@@ -41,6 +42,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace.sdk import _compat
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.gate import bounded_content
 from llmtrace.sdk.metrics import meter_provider_set, record_model_call
 from llmtrace.sdk.span_errors import record_error
 
@@ -94,6 +96,39 @@ class NullParser:
         return None
 
 
+class StreamedText:
+    """A stream's output text, for ``gen_ai.output.messages`` when content is captured (opt-in):
+    the one way a parser keeps it. A parser holds one while content is captured, else None, so
+    that a stream without capture pays one ``is None`` per chunk and nothing more.
+
+    Text is kept until ``bytes_left`` (of ``max_bytes``, UTF-8) runs out: what is recorded is cut
+    to ``max_bytes`` anyway, so a long stream holds little more than that. A parser may stop
+    looking for text once ``bytes_left <= 0``.
+    """
+
+    __slots__ = ("bytes_left", "max_bytes", "parts", "redact")
+
+    def __init__(self, max_bytes: int, redact: Callable[[str], str] | None) -> None:
+        self.parts: list[str] = []
+        self.bytes_left = max_bytes
+        self.max_bytes = max_bytes
+        self.redact = redact
+
+    def add(self, text: Any) -> None:
+        """Keep ``text`` while bytes are left (anything but a non-empty str is ignored)."""
+        if isinstance(text, str) and text and self.bytes_left > 0:
+            self.parts.append(text)
+            self.bytes_left -= len(text.encode("utf-8"))
+
+    def output_messages(self, **fields: Any) -> str:
+        """``gen_ai.output.messages``: one assistant message with the text kept, and those of
+        ``fields`` that are not empty (``reasoning_content``, ``tool_calls``); redacted (the hook
+        sees streamed output too, before anything is set on the span), then cut to the budget."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.parts)}
+        message.update((name, value) for name, value in fields.items() if value)
+        return bounded_content(json.dumps([message], default=str), self.max_bytes, self.redact)
+
+
 # Immutable, so one instance serves every call that ends well.
 STATUS_OK = _compat.STATUS_OK
 
@@ -110,6 +145,7 @@ class StreamRecorder:
         "first_token_at",
         "first_token_chunk",
         "hides",
+        "observe",
         "once",
         "parser",
         "span",
@@ -131,6 +167,8 @@ class StreamRecorder:
         # Optional parser method: chunks llmtrace asked for (an injected usage chunk) that the
         # caller must not see. Observed, never delivered.
         self.hides: Any = getattr(self.parser, "hides", None)
+        # Bound once: called on every chunk.
+        self.observe = self.parser.observe
         self.first_chunk_at: float | None = None
         self.first_token_at: float | None = None
         self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
@@ -142,14 +180,15 @@ class StreamRecorder:
         # phases and time to headers), set with the stream's own: one call to set them all.
         self.collected: dict[str, Any] | None = None
 
-    def on_chunk(self, chunk: Any) -> None:
-        """Called once per chunk, before the caller sees it. Never raises. (A ``for`` loop over a
-        synchronous stream does the steps after the first token itself, in ``_recorded``: a
-        change here goes there too.)"""
+    def on_chunk(self, chunk: Any) -> bool:
+        """The per-chunk step, whichever way the stream is read (a ``for`` loop, ``next()``,
+        ``async for``, or an instrumentation that sees the chunks itself), before the caller sees
+        the chunk: it is counted; the clock is read until the first token (the first chunk comes
+        no later than the first token, so no later chunk needs a moment of its own); the parser
+        looks at it (a failure there is logged, never raised into the caller's loop). True when
+        the caller is to see the chunk, False for one the parser hides."""
         try:
             self.chunk_count += 1
-            # Once the first token is seen no per-chunk moment is needed (the first chunk comes
-            # no later than the first token): the clock is read only until then.
             if self.first_token_at is None:
                 now = time.monotonic()
                 if self.first_chunk_at is None:
@@ -157,9 +196,11 @@ class StreamRecorder:
                 if self.parser.has_content(chunk):
                     self.first_token_at = now
                     self.first_token_chunk = self.chunk_count
-            self.parser.observe(chunk)
+            self.observe(chunk)
         except Exception:
             log_once(logger, "stream chunk observation failed")
+        hides = self.hides
+        return hides is None or not hides(chunk)
 
     def end(self, how: str, exc: BaseException | None = None) -> None:
         """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
@@ -360,44 +401,38 @@ class _RecordedChunks(_Chunks):
             except BaseException as exc:
                 recorder.end_from_exception(exc)
                 raise
-            recorder.on_chunk(chunk)
-            if recorder.hides is None or not recorder.hides(chunk):
+            if recorder.on_chunk(chunk):
                 return chunk
 
 
 def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
-    """What a ``for`` loop over a traced stream iterates: each chunk reported, then handed on.
+    """What a ``for`` loop over a traced stream iterates: each chunk through the per-chunk step,
+    then handed on.
 
     A generator, not ``chunks`` itself: the loop resumes a generator for a fraction of what
-    calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` (whose drop
-    ends a stream left unfinished) and is not held by it: dropped with the loop, it leaves the
-    end to ``chunks`` (an exception thrown in at a ``yield``, GeneratorExit included, is not the
-    stream's). Once the first token was seen, what :meth:`StreamRecorder.on_chunk` does is
-    counting the chunk and the parser's look at it: done here, without a call per chunk.
+    calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` (whose drop ends
+    a stream left unfinished) and is not held by it: dropped with the loop, it leaves the end to
+    ``chunks`` (an exception thrown in at a ``yield``, GeneratorExit included, is the caller's,
+    not the stream's).
     """
     recorder = chunks._recorder
-    observe = recorder.parser.observe
-    hides = recorder.hides
+    on_chunk = recorder.on_chunk
     iterator = chunks._iterator
     if iterator is None:
         iterator = chunks._iterator = iter(chunks._source)
-    delivering = False
+    thrown_in = False
     try:
         for chunk in iterator:
-            if recorder.first_token_at is None:
-                recorder.on_chunk(chunk)
-            else:
-                recorder.chunk_count += 1
+            if on_chunk(chunk):
+                # (A try costs nothing until something is raised: less than a flag set around
+                # each yield.)
                 try:
-                    observe(chunk)
-                except Exception:
-                    log_once(logger, "stream chunk observation failed")
-            if hides is None or not hides(chunk):
-                delivering = True
-                yield chunk
-                delivering = False
+                    yield chunk
+                except BaseException:
+                    thrown_in = True
+                    raise
     except BaseException as exc:
-        if not delivering:
+        if not thrown_in:
             recorder.end_from_exception(exc)
         raise
     recorder.end("completed")
@@ -462,8 +497,7 @@ class _RecordedAsyncChunks(_Chunks):
             except BaseException as exc:
                 recorder.end_from_exception(exc)
                 raise
-            recorder.on_chunk(chunk)
-            if recorder.hides is None or not recorder.hides(chunk):
+            if recorder.on_chunk(chunk):
                 return chunk
 
 

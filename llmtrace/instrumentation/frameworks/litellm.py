@@ -62,6 +62,7 @@ from llmtrace.sdk.gate import (
 from llmtrace.sdk.streaming import (
     STATUS_OK,
     ChunkParser,
+    StreamedText,
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
@@ -253,13 +254,10 @@ class StreamChunkParser:
     caller did not ask for usage), so every field is read with a default.
     """
 
-    __slots__ = ("_budget", "_reasons", "_text", "_text_left", "id", "model", "usage")
+    __slots__ = ("_reasons", "_text", "id", "model", "usage")
 
     def __init__(self, output_budget: OutputBudget | None = None) -> None:
-        self._budget = output_budget
-        # With content capture on: the output text, kept only up to the byte budget.
-        self._text: list[str] | None = [] if output_budget is not None else None
-        self._text_left = output_budget[0] if output_budget is not None else 0
+        self._text = StreamedText(*output_budget) if output_budget is not None else None
         self._reasons: dict[int, str] = {}
         self.id: str | None = None
         self.model: str | None = None
@@ -295,11 +293,8 @@ class StreamChunkParser:
             reason = getattr(choice, "finish_reason", None)
             if reason:
                 self._reasons[getattr(choice, "index", 0) or 0] = str(reason)
-            if self._text is not None and self._text_left > 0:
-                text = getattr(getattr(choice, "delta", None), "content", None)
-                if isinstance(text, str) and text:
-                    self._text.append(text)
-                    self._text_left -= len(text.encode("utf-8"))
+            if self._text is not None and self._text.bytes_left > 0:
+                self._text.add(getattr(getattr(choice, "delta", None), "content", None))
 
     def output_tokens(self) -> int | None:
         value = field_of(self.usage, "completion_tokens")
@@ -307,10 +302,8 @@ class StreamChunkParser:
 
     def finish(self, span: Span) -> None:
         attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
-        if self._text and self._budget is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(
-                "".join(self._text), self._budget
-            )
+        if self._text is not None and self._text.parts:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
         span.set_attributes(attributes)
 
 

@@ -39,6 +39,7 @@ from llmtrace.sdk.gate import (
     capture_settings,
     current_model_call,
 )
+from llmtrace.sdk.streaming import StreamedText
 
 logger = logging.getLogger(__name__)
 
@@ -99,26 +100,14 @@ def _record_message(
 class MessageEventParser:
     """Raw Messages stream events: deltas count as content; usage arrives at start and end."""
 
-    __slots__ = (
-        "_redact",
-        "_text",
-        "_text_budget",
-        "_text_max",
-        "id",
-        "model",
-        "stop_reason",
-        "usage",
-    )
+    __slots__ = ("_text", "id", "model", "stop_reason", "usage")
 
     def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
-        self._redact = redact
-        self._text_max = text_budget
         self.id: str | None = None
         self.model: str | None = None
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
-        self._text: list[str] | None = [] if text_budget > 0 else None
-        self._text_budget = text_budget
+        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
 
     def has_content(self, event: Any) -> bool:
         return getattr(event, "type", None) == "content_block_delta"
@@ -126,11 +115,8 @@ class MessageEventParser:
     def observe(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "content_block_delta":
-            if self._text is not None and self._text_budget > 0:
-                text = getattr(event.delta, "text", None)
-                if text:
-                    self._text.append(text)
-                    self._text_budget -= len(text.encode("utf-8"))  # a byte budget
+            if self._text is not None and self._text.bytes_left > 0:
+                self._text.add(getattr(event.delta, "text", None))
         elif kind == "message_start":
             message = event.message
             self.id = message.id
@@ -154,13 +140,8 @@ class MessageEventParser:
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
         if self.stop_reason:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.stop_reason]
-        if self._text:
-            # The redaction hook sees streamed output too, before anything is set on the span.
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-                json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
-                self._text_max,
-                self._redact,
-            )
+        if self._text is not None and self._text.parts:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
         span.set_attributes(attributes)
 
 

@@ -17,6 +17,7 @@ from llmtrace.sdk.gate import (
     bounded_content,
     capture_settings,
 )
+from llmtrace.sdk.streaming import StreamedText
 
 PROVIDER = "aws.bedrock"
 SERVICE = "bedrock-runtime"
@@ -328,23 +329,16 @@ def _finish_reasons(body: Mapping[str, Any]) -> list[str]:
     return reasons
 
 
-class Output:
+class Output(StreamedText):
     """Output content for ``gen_ai.output.messages`` (kept only when content is captured): text,
     and tool calls by content block, from a whole body or piece by piece from a stream. Text
     beyond the byte budget is not kept."""
 
-    __slots__ = ("budget", "calls", "capture", "texts")
+    __slots__ = ("calls",)
 
     def __init__(self, capture: Capture) -> None:
-        self.capture = capture
-        self.budget = capture[0]
-        self.texts: list[str] = []
+        super().__init__(*capture)
         self.calls: dict[Any, dict[str, Any]] = {}
-
-    def text(self, text: Any) -> None:
-        if isinstance(text, str) and text and self.budget > 0:
-            self.texts.append(text)
-            self.budget -= len(text.encode("utf-8"))
 
     def start_call(self, index: Any, call_id: Any, name: Any, arguments: Any = "") -> None:
         self.calls[index] = {"id": call_id, "name": name, "arguments": arguments}
@@ -366,7 +360,7 @@ class Output:
             for index, block in enumerate(content):
                 if not isinstance(block, Mapping):
                     continue
-                self.text(block.get("text"))
+                self.add(block.get("text"))
                 tool = block.get("toolUse")
                 if isinstance(tool, Mapping):
                     self.start_call(
@@ -375,7 +369,7 @@ class Output:
                 elif block.get("type") == "tool_use":
                     self.start_call(index, block.get("id"), block.get("name"), block.get("input"))
         for name in ("completion", "generation", "text", "outputText"):
-            self.text(body.get(name))
+            self.add(body.get(name))
         for list_name, text_name in (
             ("results", "outputText"),
             ("generations", "text"),
@@ -386,15 +380,12 @@ class Output:
             if isinstance(items, list):
                 for item in items:
                     if isinstance(item, Mapping):
-                        self.text(item.get(text_name))
+                        self.add(item.get(text_name))
 
     def attribute(self) -> str | None:
-        if not self.texts and not self.calls:
+        if not self.parts and not self.calls:
             return None
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.texts)}
-        if self.calls:
-            message["tool_calls"] = list(self.calls.values())
-        return bounded_content(json.dumps([message], default=str), *self.capture)
+        return self.output_messages(tool_calls=list(self.calls.values()))
 
 
 def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
@@ -496,7 +487,7 @@ class ConverseStreamParser:
             if self.output is not None:
                 block = event["contentBlockDelta"]
                 delta = block.get("delta", {})
-                self.output.text(delta.get("text"))
+                self.output.add(delta.get("text"))
                 tool = delta.get("toolUse")
                 if isinstance(tool, Mapping):
                     self.output.call_input(block.get("contentBlockIndex"), tool.get("input"))
@@ -635,7 +626,7 @@ class InvokeStreamParser:
 
     @staticmethod
     def _capture(chunk: Mapping[str, Any], output: Output) -> None:
-        output.text(_chunk_text(chunk)[1])
+        output.add(_chunk_text(chunk)[1])
         kind = chunk.get("type")
         if kind == "content_block_start":  # Anthropic
             block = chunk.get("content_block")

@@ -51,7 +51,6 @@ from llmtrace.instrumentation.model_call import (
     make_request_wrappers,
 )
 from llmtrace.instrumentation.model_call_methods import (
-    StreamedText,
     call_attributes,
     is_number,
     make_plan,
@@ -60,7 +59,7 @@ from llmtrace.instrumentation.model_call_methods import (
     reason_text,
 )
 from llmtrace.sdk._safety import log_once
-from llmtrace.sdk.streaming import TracedAsyncStream, TracedStream
+from llmtrace.sdk.streaming import StreamedText, TracedAsyncStream, TracedStream
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +265,7 @@ class StreamEventParser:
         self.id: str | None = None
         self.reason: str | None = None
         self.usage: dict[str, Any] = {}
-        self._text = StreamedText(text_budget, redact)
+        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
 
     @staticmethod
     def _kind(event: Any) -> Any:
@@ -279,11 +278,11 @@ class StreamEventParser:
     def observe(self, event: Any) -> None:
         kind = self._kind(event)
         if kind == "content-delta":
-            if self._text.wanted:
+            if self._text is not None and self._text.bytes_left > 0:
                 content = field_of(field_of(getattr(event, "delta", None), "message"), "content")
                 self._text.add(field_of(content, "text"))
         elif kind == "text-generation":
-            if self._text.wanted:
+            if self._text is not None and self._text.bytes_left > 0:
                 self._text.add(getattr(event, "text", None))
         elif kind == "message-start":
             self.id = getattr(event, "id", None)
@@ -311,7 +310,8 @@ class StreamEventParser:
             attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
         if self.reason:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.reason]
-        attributes.update(self._text.attributes())
+        if self._text is not None and self._text.parts:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
         span.set_attributes(attributes)
 
 

@@ -88,7 +88,7 @@ from llmtrace.sdk.gate import (
     enter_model_call,
     leave_model_call,
 )
-from llmtrace.sdk.streaming import StreamRecorder, TracedStream
+from llmtrace.sdk.streaming import StreamedText, StreamRecorder, TracedStream
 
 logger = logging.getLogger(__name__)
 
@@ -255,38 +255,32 @@ def _part_has_content(part: Any) -> bool:
     )
 
 
-class OutputText:
-    """The captured output (opt-in): text and function calls, within a byte budget."""
+class OutputText(StreamedText):
+    """The captured output (opt-in): text and function calls, within one byte budget."""
 
-    __slots__ = ("budget", "calls", "max_bytes", "redact", "texts")
+    __slots__ = ("calls",)
 
     def __init__(self, max_bytes: int, redact: Callable[[str], str] | None) -> None:
-        self.max_bytes = max_bytes
-        self.budget = max_bytes
-        self.redact = redact
-        self.texts: list[str] = []
+        super().__init__(max_bytes, redact)
         self.calls: list[dict[str, Any]] = []
 
-    def add(self, response: Any) -> None:
+    def add_response(self, response: Any) -> None:
+        """A whole response's or a chunk's text (thoughts left out) and function calls."""
         for candidate in getattr(response, "candidates", None) or ():
             for part in _parts(candidate):
-                if self.budget <= 0:
+                if self.bytes_left <= 0:
                     return
-                if part.text and not part.thought:
-                    self.texts.append(part.text)
-                    self.budget -= len(part.text.encode("utf-8"))
+                if not part.thought:
+                    self.add(part.text)
                 call = part.function_call
                 if call is not None:
                     self.calls.append({"name": call.name, "arguments": call.args})
-                    self.budget -= len(str(call.args or "")) + len(call.name or "")
+                    self.bytes_left -= len(str(call.args or "")) + len(call.name or "")
 
     def attribute(self) -> str | None:
-        if not self.texts and not self.calls:
+        if not self.parts and not self.calls:
             return None
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.texts)}
-        if self.calls:
-            message["tool_calls"] = self.calls
-        return bounded_content(json.dumps([message], default=str), self.max_bytes, self.redact)
+        return self.output_messages(tool_calls=self.calls)
 
 
 def _record_generate_content(
@@ -311,7 +305,7 @@ def _record_generate_content(
         usage.update(get("usage_metadata"))
         attributes.update(usage.attributes())
         if output is not None:
-            output.add(response)
+            output.add_response(response)
             text = output.attribute()
             if text is not None:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
@@ -376,7 +370,7 @@ class ChunkParser:
                 index = candidate.index
                 self.reasons[index if isinstance(index, int) else position] = reason
         if self.output is not None:
-            self.output.add(chunk)
+            self.output.add_response(chunk)
 
     def output_tokens(self) -> int | None:
         # For the rate over the generation time: thinking done before the first token shown is

@@ -36,13 +36,13 @@ from llmtrace.instrumentation.model_call import (
     make_request_wrappers,
 )
 from llmtrace.instrumentation.model_call_methods import (
-    StreamedText,
     call_attributes,
     make_plan,
     numeric_parameters,
     output_messages,
     reason_text,
 )
+from llmtrace.sdk.streaming import StreamedText
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class CompletionEventParser:
         self.model: str | None = None
         self.usage: dict[str, int] = {}
         self._reasons: dict[int, str] = {}
-        self._text = StreamedText(text_budget, redact)
+        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
 
     def has_content(self, event: Any) -> bool:
         chunk = getattr(event, "data", None)
@@ -200,7 +200,7 @@ class CompletionEventParser:
             reason = reason_text(choice.finish_reason)
             if reason is not None:
                 self._reasons[choice.index] = reason
-            if self._text.wanted:
+            if self._text is not None and self._text.bytes_left > 0:
                 self._text.add(_text_of(choice.delta.content))
 
     def output_tokens(self) -> int | None:
@@ -216,7 +216,8 @@ class CompletionEventParser:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
                 self._reasons[index] for index in sorted(self._reasons)
             ]
-        attributes.update(self._text.attributes())
+        if self._text is not None and self._text.parts:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
         span.set_attributes(attributes)
 
 

@@ -69,6 +69,7 @@ from llmtrace.sdk.gate import (
 )
 from llmtrace.sdk.streaming import (
     STATUS_OK,
+    StreamedText,
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
@@ -209,15 +210,15 @@ class ChunkParser:
     calls count as output; the line with ``done`` carries the counts and timings. O(1) state
     unless content is captured."""
 
-    __slots__ = ("_budget", "_chat", "_final", "_model", "_text", "_thinking", "_tools")
+    __slots__ = ("_chat", "_final", "_model", "_text", "_thinking", "_tools")
 
     def __init__(self, chat: bool, budget: tuple[int, Callable[[str], str] | None] | None) -> None:
         self._chat = chat
         self._model: Any = None
         self._final: Any = None
-        self._budget = budget
-        self._text: list[str] | None = [] if budget is not None else None
-        self._thinking: list[str] = []
+        # With content capture on: the answer's text and its thinking, each within the budget.
+        self._text = StreamedText(*budget) if budget is not None else None
+        self._thinking = StreamedText(*budget) if budget is not None else None
         self._tools: list[dict[str, Any]] = []
 
     def has_content(self, chunk: Any) -> bool:
@@ -231,12 +232,12 @@ class ChunkParser:
             self._model = chunk.model
         if chunk.done:
             self._final = chunk
-        if self._text is not None:
+        if self._text is not None and self._thinking is not None:
             text, thinking, message = _output_parts(
                 semconv.OP_CHAT if self._chat else semconv.OP_TEXT_COMPLETION, fields_of(chunk)
             )
-            self._text.append(text)
-            self._thinking.append(thinking)
+            self._text.add(text)
+            self._thinking.add(thinking)
             if message is not None:
                 self._tools.extend(_tool_calls(message))
 
@@ -250,10 +251,9 @@ class ChunkParser:
             attributes.update(response_attributes(fields_of(self._final)))
         elif isinstance(self._model, str) and self._model:
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = self._model
-        if self._text is not None and self._budget is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-                _output_message("".join(self._text), "".join(self._thinking), self._tools),
-                *self._budget,
+        if self._text is not None and self._thinking is not None:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                reasoning_content="".join(self._thinking.parts), tool_calls=self._tools
             )
         if attributes:
             span.set_attributes(attributes)

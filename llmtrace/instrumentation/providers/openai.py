@@ -36,6 +36,7 @@ from llmtrace.instrumentation.model_call import (
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.sdk.gate import bounded_content, capture_settings
+from llmtrace.sdk.streaming import StreamedText
 
 logger = logging.getLogger(__name__)
 
@@ -276,10 +277,7 @@ class ChatChunkParser:
 
     __slots__ = (
         "_reasons",
-        "_redact",
         "_text",
-        "_text_budget",
-        "_text_budget_total",
         "hides",
         "id",
         "model",
@@ -295,11 +293,8 @@ class ChatChunkParser:
     ) -> None:
         # Looked up once per stream by the recorder: None when every chunk is delivered.
         self.hides: Callable[[Any], bool] | None = self._usage_only if hide_usage else None
-        self._redact = redact
         self._reasons: dict[int, str] = {}
-        self._text: list[str] | None = [] if text_budget > 0 else None
-        self._text_budget = text_budget
-        self._text_budget_total = text_budget
+        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
         self.id: str | None = None
         self.model: str | None = None
         self.usage: Any = None
@@ -368,12 +363,9 @@ class ChatChunkParser:
                 self._reasons[choice.index] = reason
                 if usage is None:
                     self._remember_timings(chunk)
-            if self._text is not None and self._text_budget > 0:
+            if self._text is not None and self._text.bytes_left > 0:
                 delta = field_of(choice, "delta")
-                text = delta.content if delta is not None else field_of(choice, "text")
-                if text:
-                    self._text.append(text)
-                    self._text_budget -= len(text.encode("utf-8"))  # a byte budget
+                self._text.add(delta.content if delta is not None else field_of(choice, "text"))
 
     def _remember_timings(self, chunk: Any) -> None:
         # llama.cpp's server puts its own prompt/generation timings on the last chunk, beside
@@ -392,13 +384,8 @@ class ChatChunkParser:
         """What the stream said, for the recorder (see ChunkParser): the values made plain here
         go where they are not looked at again."""
         add_streamed_response(plain, attributes, self.id, self.model, self._reasons, self.usage)
-        if self._text:
-            # The redaction hook sees streamed output too, before anything is set on the span.
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-                json.dumps([{"role": "assistant", "content": "".join(self._text)}]),
-                self._text_budget_total,
-                self._redact,
-            )
+        if self._text is not None and self._text.parts:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
         if self.timings is not None:
             attributes.update(_server_timings_of(self.timings))
 
