@@ -5,18 +5,26 @@ stream ends. It measures on the monotonic clock: time to the first chunk, time t
 that carries output content (a role-only or empty delta does not count), chunk count and the end.
 It ends its span exactly once, whichever way the stream ends:
 
-==========================  ===================  ===============
-how the stream ends          ``llmtrace.stream.end``  span status
-==========================  ===================  ===============
-exhausted                    ``completed``        OK
-``break`` / ``close()``      ``closed``           UNSET
-context-manager exit         ``closed``           UNSET
-never iterated, dropped      ``abandoned``        UNSET
-partially read, dropped      ``abandoned``        UNSET
-exception from the stream    ``error``            ERROR
-exception in the caller      ``error``            ERROR (via ``__exit__``) / ``abandoned``
-``asyncio.CancelledError``   ``cancelled``        UNSET
-==========================  ===================  ===============
+===============================  =======================  ===========  ======================
+how the stream ends               ``llmtrace.stream.end``  span status  the span ends
+===============================  =======================  ===========  ======================
+read to its end                   ``completed``            OK           at the end
+``for`` loop left (``break``,     ``closed``               UNSET        at the last chunk
+``return``, the caller's own
+exception)
+``close()``, ``with`` exit        ``closed``               UNSET        at the last chunk
+never read, dropped               ``abandoned``            UNSET        when handed over
+read with ``next()``, dropped     ``abandoned``            UNSET        at the last chunk
+exception from the stream         ``error``                ERROR        at the exception
+``asyncio.CancelledError``        ``cancelled``            UNSET        at the cancellation
+===============================  =======================  ===========  ======================
+
+"At the last chunk": at the moment the caller was handed its last chunk (or the stream itself,
+if it read none), whenever the stream is closed or collected: what the caller does after that is
+its own time, not the model's. A ``for`` loop left early ends the stream as it is left (the
+interpreter closes the loop's generator then; an ``async for`` loop's, the event loop soon
+after); chunks read from the same stream after that are handed on but no longer counted. An
+exception in the caller's code is the caller's: recorded on its own span, not the model call's.
 
 Provider-specific knowledge (what a chunk looks like) is plugged in through :class:`ChunkParser`;
 the wrappers :class:`TracedStream` and :class:`TracedAsyncStream` are transparent proxies, so the
@@ -33,7 +41,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import wrapt
@@ -145,6 +153,7 @@ class StreamRecorder:
         "first_token_at",
         "first_token_chunk",
         "hides",
+        "last_handed_at",
         "observe",
         "once",
         "parser",
@@ -173,6 +182,9 @@ class StreamRecorder:
         self.first_token_at: float | None = None
         self.first_token_chunk = 0  # which chunk (1, 2, ...) brought the first token
         self.chunk_count = 0
+        # The last moment the caller was handed something (the stream, then each chunk): where
+        # a stream the caller stopped reading ends (see end()).
+        self.last_handed_at: float | None = None
         self.ended = False
         # Popped by the one end that happens (see end()).
         self.once = [True]
@@ -183,14 +195,14 @@ class StreamRecorder:
     def on_chunk(self, chunk: Any) -> bool:
         """The per-chunk step, whichever way the stream is read (a ``for`` loop, ``next()``,
         ``async for``, or an instrumentation that sees the chunks itself), before the caller sees
-        the chunk: it is counted; the clock is read until the first token (the first chunk comes
-        no later than the first token, so no later chunk needs a moment of its own); the parser
-        looks at it (a failure there is logged, never raised into the caller's loop). True when
+        the chunk: it is counted and its moment kept (a stream the caller stops reading ends at
+        its last chunk); the first chunk and the first with content are timed; the parser looks
+        at it (a failure there is logged, never raised into the caller's loop). True when
         the caller is to see the chunk, False for one the parser hides."""
         try:
             self.chunk_count += 1
+            now = self.last_handed_at = time.monotonic()
             if self.first_token_at is None:
-                now = time.monotonic()
                 if self.first_chunk_at is None:
                     self.first_chunk_at = now
                 if self.parser.has_content(chunk):
@@ -203,7 +215,11 @@ class StreamRecorder:
         return hides is None or not hides(chunk)
 
     def end(self, how: str, exc: BaseException | None = None) -> None:
-        """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled."""
+        """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled.
+
+        A stream the caller stopped reading (``closed``, ``abandoned``) ends at the last moment
+        it handed the caller something, not now: what the caller did after its last chunk, until
+        it closed the stream or dropped it, is the caller's time, not the model's."""
         if self.ended:
             return
         # When two threads end it together, one pops the item: a list's pop is one atomic step
@@ -215,8 +231,10 @@ class StreamRecorder:
             return
         self.ended = True
         span = self.span
+        ended_at = time.monotonic()
+        if how in _STOPPED_BY_CALLER and self.last_handed_at is not None:
+            ended_at = self.last_handed_at
         try:
-            ended_at = time.monotonic()
             # What was gathered during the call (a model call's start attributes, HTTP phases
             # and time to headers) is set with the stream's own measures and what the parser
             # says, in one call. When its values are plain (seen at once, in C) it takes the
@@ -272,7 +290,7 @@ class StreamRecorder:
             chunks_after_first_token = (
                 self.chunk_count - self.first_token_chunk if self.first_token_at is not None else 0
             )
-            end_model_span(span, self.started_at, chunks_after_first_token)
+            end_model_span(span, self.started_at, chunks_after_first_token, ended_at)
 
     def end_from_exception(self, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
@@ -284,6 +302,18 @@ class StreamRecorder:
 
 
 _PLAIN_VALUES = _compat.PLAIN_VALUES
+
+
+def _left_by(exc: BaseException | None) -> str:
+    """How a stream ends when its ``with`` block is left: ``closed``, whether or not the caller's
+    code raised (an exception from the stream itself ended it already, as ``error``: what reaches
+    the block's exit unended is the caller's own, recorded on the caller's span, not the model
+    call's), or ``cancelled``."""
+    return "cancelled" if isinstance(exc, asyncio.CancelledError) else "closed"
+
+
+# How a stream ends when the caller stops reading it before its end.
+_STOPPED_BY_CALLER = frozenset(("closed", "abandoned"))
 
 
 def set_span_attributes(
@@ -335,19 +365,29 @@ class GatheredAttributes:
         return getattr(self._span, name)
 
 
-def end_model_span(span: Span, started_at: float, output_chunks: int = 0) -> None:
+def end_model_span(
+    span: Span, started_at: float, output_chunks: int = 0, ended_at: float | None = None
+) -> None:
     """End a model-call span, recording the GenAI client metrics from its attributes first.
 
     ``output_chunks``: for a stream, the chunks that arrived after the one with the first token.
+    ``ended_at``: the moment (monotonic clock) the call ended, when that was before now.
     """
+    now = time.monotonic()
+    if ended_at is None or ended_at > now:
+        ended_at = now
     try:
         if meter_provider_set() and span.is_recording():
             attributes = getattr(span, "attributes", None)
             if attributes is not None:
-                record_model_call(attributes, time.monotonic() - started_at, output_chunks)
+                record_model_call(attributes, ended_at - started_at, output_chunks)
     finally:
         try:
-            span.end()
+            if ended_at == now:
+                span.end()
+            else:
+                # Spans take wall-clock times: that of now, less how long ago the call ended.
+                span.end(end_time=time.time_ns() - int((now - ended_at) * 1e9))
         except Exception:
             log_once(logger, "span end failed")
 
@@ -370,6 +410,7 @@ class _Chunks:
         self._source = source
         self._recorder = recorder
         self._iterator: Any = None
+        recorder.last_handed_at = time.monotonic()  # the stream, handed to the caller
 
     def __del__(self) -> None:
         # Dropped: a stream that did not end otherwise is abandoned. (Not weakref.finalize:
@@ -410,10 +451,11 @@ def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
     then handed on.
 
     A generator, not ``chunks`` itself: the loop resumes a generator for a fraction of what
-    calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` (whose drop ends
-    a stream left unfinished) and is not held by it: dropped with the loop, it leaves the end to
-    ``chunks`` (an exception thrown in at a ``yield``, GeneratorExit included, is the caller's,
-    not the stream's).
+    calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` and is not held
+    by it. Closed at a ``yield`` (the loop was left: ``break``, ``return``, an exception in its
+    body; the interpreter closes a generator the loop drops), it ends the stream as ``closed``
+    then: the caller stopped reading. Any other exception thrown in there is the caller's, not
+    the stream's.
     """
     recorder = chunks._recorder
     on_chunk = recorder.on_chunk
@@ -428,6 +470,39 @@ def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
                 # each yield.)
                 try:
                     yield chunk
+                except GeneratorExit:
+                    thrown_in = True
+                    recorder.end("closed")
+                    raise
+                except BaseException:
+                    thrown_in = True
+                    raise
+    except BaseException as exc:
+        if not thrown_in:
+            recorder.end_from_exception(exc)
+        raise
+    recorder.end("completed")
+
+
+async def _recorded_async(chunks: _RecordedAsyncChunks) -> AsyncIterator[Any]:
+    """What an ``async for`` loop over a traced stream iterates: :func:`_recorded`'s twin. An
+    async generator the loop leaves is closed by the event loop soon after (asyncio's
+    async-generator hooks), and ends the stream as ``closed`` at its last chunk."""
+    recorder = chunks._recorder
+    on_chunk = recorder.on_chunk
+    iterator = chunks._iterator
+    if iterator is None:
+        iterator = chunks._iterator = chunks._source.__aiter__()
+    thrown_in = False
+    try:
+        async for chunk in iterator:
+            if on_chunk(chunk):
+                try:
+                    yield chunk
+                except GeneratorExit:
+                    thrown_in = True
+                    recorder.end("closed")
+                    raise
                 except BaseException:
                     thrown_in = True
                     raise
@@ -471,10 +546,7 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             exit_ = getattr(self.__wrapped__, "__exit__", None)
             return exit_(exc_type, exc, tb) if exit_ is not None else None
         finally:
-            if exc is None:
-                self._self_chunks._recorder.end("closed")
-            else:
-                self._self_chunks._recorder.end_from_exception(exc)
+            self._self_chunks._recorder.end(_left_by(exc))
 
 
 class _RecordedAsyncChunks(_Chunks):
@@ -509,8 +581,8 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
         # (One attribute of the proxy's own: each costs a dict entry set through the proxy.)
         self._self_chunks = _RecordedAsyncChunks(wrapped, recorder)
 
-    def __aiter__(self) -> _RecordedAsyncChunks:
-        return self._self_chunks
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return _recorded_async(self._self_chunks)
 
     async def __anext__(self) -> Any:
         return await self._self_chunks.__anext__()
@@ -541,7 +613,4 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             exit_ = getattr(self.__wrapped__, "__aexit__", None)
             return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
         finally:
-            if exc is None:
-                self._self_chunks._recorder.end("closed")
-            else:
-                self._self_chunks._recorder.end_from_exception(exc)
+            self._self_chunks._recorder.end(_left_by(exc))

@@ -144,16 +144,77 @@ def test_proxy_keeps_the_provider_objects_attributes(spans):
     list(stream)
 
 
-def test_break_then_drop_ends_once_as_abandoned(spans):
-    stream = traced(ProviderStream(chunks()))
+# What the caller does after it stopped reading: long beside the stream's own times.
+CALLER_WORK = 0.3
+
+
+def duration(span: ReadableSpan) -> float:
+    assert span.end_time is not None and span.start_time is not None
+    return (span.end_time - span.start_time) / 1e9
+
+
+def finished(spans: Any) -> list[ReadableSpan]:
+    """The spans ended so far, without collecting garbage."""
+    return list(spans.get_finished_spans())
+
+
+def test_break_ends_the_span_as_the_loop_is_left_at_its_last_chunk(spans):
+    stream = traced(ProviderStream(chunks(), delay=0.01))
     for chunk in stream:
         if chunk.text == "Hel":
             break
+    # Ended as the loop was left, while the caller still holds the stream.
+    [span] = finished(spans)
+    time.sleep(CALLER_WORK)
+    del stream
+    gc.collect()
+    assert finished(spans) == [span]
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 3
+    assert span.status.status_code == StatusCode.UNSET
+    assert semconv.TIME_TO_FIRST_TOKEN in span.attributes
+    assert span.attributes[semconv.GENERATION_TIME] == 0  # the first token's chunk was the last
+    assert duration(span) < 0.03 + 0.1
+
+
+def test_chunks_read_after_leaving_a_loop_are_handed_on_but_not_counted(spans):
+    stream = traced(ProviderStream(chunks()))
+    for _chunk in stream:
+        break
+    rest = [chunk.text for chunk in stream]
+    assert rest == ["", "Hel", "lo", None]
+    span = only_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 1
+
+
+def test_close_after_the_caller_worked_ends_the_span_at_the_last_chunk(spans):
+    stream = traced(ProviderStream(chunks(), delay=0.01))
+    next(stream)
+    next(stream)
+    next(stream)  # the first token
+    time.sleep(CALLER_WORK)
+    stream.close()
+    span = only_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert duration(span) < 0.03 + 0.1
+    assert span.attributes[semconv.GENERATION_TIME] == 0
+
+
+def test_next_then_drop_ends_as_abandoned_at_the_last_chunk(spans):
+    stream = traced(ProviderStream(chunks(), delay=0.01))
+    next(stream)
+    next(stream)
+    next(stream)
+    next(stream)
+    time.sleep(CALLER_WORK)
     del stream
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"
+    assert span.attributes[semconv.CHUNK_COUNT] == 4
     assert span.status.status_code == StatusCode.UNSET
-    assert semconv.TIME_TO_FIRST_TOKEN in span.attributes
+    assert duration(span) < 0.04 + 0.1
+    assert 0.005 < span.attributes[semconv.GENERATION_TIME] < 0.1
 
 
 def test_close_ends_once_and_closes_the_provider_stream(spans):
@@ -176,11 +237,13 @@ def test_context_manager_exit_ends_once(spans):
     assert span.attributes[semconv.STREAM_END] == "closed"
 
 
-def test_never_iterated_stream_dropped_is_abandoned(spans):
+def test_never_iterated_stream_dropped_is_abandoned_when_handed_over(spans):
     stream = traced(ProviderStream(chunks()))
+    time.sleep(CALLER_WORK)
     del stream
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"
+    assert duration(span) < 0.1
     assert span.attributes[semconv.CHUNK_COUNT] == 0
     assert semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK not in span.attributes
 
@@ -216,23 +279,34 @@ def test_next_then_a_loop_read_each_chunk_once(spans):
     assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
 
 
-def test_exception_in_the_consumers_loop_body(spans):
+def test_an_exception_in_the_callers_code_is_the_callers_not_the_model_calls(spans):
+    """The caller stopped reading: closed, never OK, never the model call's error; the same with
+    or without a with-block, in a loop over the stream or not."""
     error = RuntimeError("consumer failed")
-    with pytest.raises(RuntimeError) as caught, traced(ProviderStream(chunks())) as stream:
-        for _ in stream:
-            raise error
-    assert caught.value is error
-    span = only_span(spans)
-    assert span.status.status_code == StatusCode.ERROR
-    assert span.attributes[semconv.STREAM_END] == "error"
 
-    spans.clear()
-    with pytest.raises(RuntimeError):
+    def in_loop_in_with_block() -> None:
+        with traced(ProviderStream(chunks())) as stream:
+            for _ in stream:
+                raise error
+
+    def in_loop() -> None:
         for _ in traced(ProviderStream(chunks())):
             raise error
-    span = only_span(spans)  # without a with-block: dropped, so abandoned (never OK)
-    assert span.attributes[semconv.STREAM_END] == "abandoned"
-    assert span.status.status_code != StatusCode.OK
+
+    def in_with_block() -> None:
+        with traced(ProviderStream(chunks())) as stream:
+            next(stream)
+            raise error
+
+    for caller in (in_loop_in_with_block, in_loop, in_with_block):
+        spans.clear()
+        with pytest.raises(RuntimeError) as caught:
+            caller()
+        assert caught.value is error
+        [span] = finished(spans)
+        assert span.attributes[semconv.STREAM_END] == "closed", caller.__name__
+        assert span.status.status_code == StatusCode.UNSET, caller.__name__
+        assert semconv.ERROR_TYPE not in span.attributes
 
 
 async def test_async_exhausted(spans):
@@ -257,12 +331,43 @@ async def test_async_aclose_and_context_manager(spans):
     assert [s.attributes[semconv.STREAM_END] for s in finished] == ["closed", "closed"]
 
 
-async def test_async_break_and_drop_is_abandoned(spans):
-    stream = traced(AsyncProviderStream(chunks()))
-    async for _ in stream:
-        break
+async def test_async_break_ends_the_span_soon_at_its_last_chunk(spans):
+    stream = traced(AsyncProviderStream(chunks(), delay=0.01))
+    async for chunk in stream:
+        if chunk.text == "Hel":
+            break
+    await asyncio.sleep(0)  # the event loop closes the generator the loop left
+    await asyncio.sleep(0)
+    [span] = finished(spans)
+    await asyncio.sleep(CALLER_WORK)
     del stream
-    assert only_span(spans).attributes[semconv.STREAM_END] == "abandoned"
+    gc.collect()
+    assert finished(spans) == [span]
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.attributes[semconv.CHUNK_COUNT] == 3
+    assert duration(span) < 0.03 + 0.1
+
+
+async def test_async_anext_then_drop_is_abandoned_at_the_last_chunk(spans):
+    stream = traced(AsyncProviderStream(chunks(), delay=0.01))
+    await stream.__anext__()
+    await stream.__anext__()
+    await asyncio.sleep(CALLER_WORK)
+    del stream
+    span = only_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "abandoned"
+    assert duration(span) < 0.02 + 0.1
+
+
+async def test_async_exception_in_the_callers_loop_is_closed(spans):
+    with pytest.raises(RuntimeError):
+        async with traced(AsyncProviderStream(chunks())) as stream:
+            async for _ in stream:
+                raise RuntimeError("consumer failed")
+    await asyncio.sleep(0)
+    span = only_span(spans)
+    assert span.attributes[semconv.STREAM_END] == "closed"
+    assert span.status.status_code == StatusCode.UNSET
 
 
 async def test_async_error_mid_stream(spans):

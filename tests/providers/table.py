@@ -49,8 +49,8 @@ class Provider:
     recordings: str  # its folder of the recorded fixtures
     recording_count: int  # how many recordings that folder holds, every one replayed
     api_key: str | None = None  # the credential its client sends, which no span may hold
-    # What a stream the caller leaves early and closes ends as.
-    closed_stream_end: str = "closed"
+    # What a stream read with ``next()`` and dropped half read ends as.
+    dropped_stream_end: str = "abandoned"
     # Undoes what a test left on the server beyond ``ModelServer.reset()``.
     reset: Callable[[ModelServer], None] = _nothing_to_undo
     async_client: Callable[[ModelServer], Any] | None = None
@@ -198,9 +198,9 @@ GOOGLE_GENAI = Provider(
     recordings="google_genai",
     recording_count=35,
     api_key="AIza-test-secret-key",
-    # The caller holds the SDK's own generator: leaving it (break, close) drops the stream
-    # llmtrace wraps below it, which ends the span then, as not read to the end.
-    closed_stream_end="abandoned",
+    # The caller holds the SDK's own generator: dropping it half read closes the SDK's loop over
+    # the stream llmtrace wraps below it, so the caller left a loop: closed.
+    dropped_stream_end="closed",
     http_libraries=("httpx", "httpx2"),
     use_http_library=_google_genai_http_library,
 )

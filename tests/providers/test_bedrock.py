@@ -315,10 +315,9 @@ def test_stream_closed_early_ends_span_once(server, spans, operation):
 @pytest.mark.parametrize("read", [0, 2])
 def test_stream_dropped_ends_span_as_abandoned(server, spans, read):
     stream = _converse_stream(PROVIDER.client(server))
-    iterator = iter(stream)
     for _ in range(read):
-        next(iterator)
-    del stream, iterator
+        next(stream)
+    del stream
     gc.collect()
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"

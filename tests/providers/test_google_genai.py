@@ -372,14 +372,14 @@ def test_stream_failing_mid_way_ends_its_span_with_the_error(server, spans):
 
 
 def test_stream_left_early_ends_its_span_once(server, spans):
-    """The caller holds the SDK's own generator: leaving it (break, close) drops the stream
-    llmtrace wraps below it, which ends the span then (as abandoned: it was not read to the end)."""
+    """The caller holds the SDK's own generator: leaving it (break, close) closes the SDK's loop
+    over the stream llmtrace wraps below it, which ends the span then, as closed."""
     server.configure(tokens=["a", "b", "c"], token_delay=0.01)
     client = PROVIDER.client(server)
     for _chunk in client.models.generate_content_stream(model="m", contents="x"):
         break
     (span,) = model_spans(spans)
-    assert span.attributes[semconv.STREAM_END] == "abandoned"
+    assert span.attributes[semconv.STREAM_END] == "closed"
     assert span.attributes[semconv.CHUNK_COUNT] == 1
     stream = client.models.generate_content_stream(model="m", contents="x")
     next(stream)
@@ -393,9 +393,9 @@ def test_stream_left_early_ends_its_span_once(server, spans):
 
 
 async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
-    """Leaving the SDK's async generator (break then ``aclose()``) drops the stream llmtrace wraps
-    below it: the span ends as abandoned once the event loop has closed the SDK's inner
-    generators; a cancelled reader ends it as cancelled."""
+    """Leaving the SDK's async generator (break then ``aclose()``) closes the SDK's loop over the
+    stream llmtrace wraps below it: the span ends as closed once the event loop has closed the
+    SDK's inner generators; a cancelled reader ends it as cancelled."""
     server.configure(tokens=["a", "b", "c"], token_delay=0.05)
     client = PROVIDER.client(server)
     stream = await client.aio.models.generate_content_stream(model="m", contents="x")
@@ -406,7 +406,7 @@ async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
     for _ in range(5):
         await asyncio.sleep(0.01)
     (left,) = model_spans(spans)
-    assert left.attributes[semconv.STREAM_END] == "abandoned"
+    assert left.attributes[semconv.STREAM_END] == "closed"
     assert left.attributes[semconv.CHUNK_COUNT] == 1
     dropped = await client.aio.models.generate_content_stream(model="m", contents="x")
     del dropped  # never iterated: nothing was sent, no span
@@ -424,7 +424,7 @@ async def test_async_stream_left_early_or_cancelled_ends_once(server, spans):
     with pytest.raises(asyncio.CancelledError):
         await task
     ends = [s.attributes[semconv.STREAM_END] for s in model_spans(spans)]
-    assert sorted(ends) == ["abandoned", "cancelled"]
+    assert sorted(ends) == ["cancelled", "closed"]
     assert len(spans.get_finished_spans()) == 2
 
 

@@ -312,7 +312,7 @@ def test_thinking_is_recorded_only_with_capture(server, spans, instrumented, str
 def test_stream_dropped_half_read_is_ended_as_abandoned(server, spans, instrumented):
     server.configure(token_delay=0.01, tokens=["t"] * 10)
     stream = PROVIDER.client(server).generate(model="m", prompt="x", stream=True)
-    next(iter(stream))
+    next(stream)
     del stream
     gc.collect()
     span = one_model_span(spans)

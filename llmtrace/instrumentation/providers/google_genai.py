@@ -38,9 +38,9 @@ What the span records, beside the request (model, sampling parameters, streaming
   token. A chunk carrying only thought text (``includeThoughts``) counts too: it is output the
   caller receives, as OpenAI's streamed ``reasoning_content`` is.
 - a stream the caller leaves early (``break``, ``close()`` / ``aclose()``): the caller holds the
-  SDK's own generator, above the stream llmtrace wraps; leaving it drops the wrapped stream, and
-  the span ends then with ``llmtrace.stream.end=abandoned`` (async: once the event loop has
-  closed the SDK's inner generators). A stream never iterated sent nothing and has no span.
+  SDK's own generator, above the stream llmtrace wraps; leaving it closes the SDK's loop over the
+  wrapped stream, and the span ends then with ``llmtrace.stream.end=closed`` at its last chunk
+  (async: once the event loop has closed the SDK's inner generators). A stream never iterated sent nothing and has no span.
 
 Interactions (``/v1beta/interactions``): a model interaction is a ``chat {model}`` span (as
 OpenAI's Responses API is) with the same usage rules (``total_input_tokens``,
