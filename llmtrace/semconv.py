@@ -24,6 +24,7 @@ Stage = Literal[
     "retrieval",
     "rerank",
     "cache",
+    "retry",
     "ttft",
     "generation",
     "tool",
@@ -90,6 +91,8 @@ SERVER_PORT: Final = "server.port"
 ERROR_TYPE: Final = "error.type"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+# On a model call the client sent more than once: how many times it resent the request.
+HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
 HTTP_ROUTE: Final = "http.route"
 URL_FULL: Final = "url.full"
 URL_PATH: Final = "url.path"
@@ -114,6 +117,17 @@ RERANK_INPUT_COUNT: Final = "llmtrace.rerank.input_count"
 EMBEDDING_INPUT_COUNT: Final = "llmtrace.embedding.input_count"
 EMBEDDING_BATCH_SIZE: Final = "llmtrace.embedding.batch_size"
 PROMPT_CHARS: Final = "llmtrace.prompt.chars"
+# A model call whose client retried (a refusal such as 429 or 503, or a failed connection):
+# the time from the call's start to its last attempt (the refused attempts and the waits before
+# trying again; the report's ``retry`` stage), and each refused attempt's error type (its status
+# code as text, or the exception's class), in order.
+RETRY_TIME: Final = "llmtrace.retry.time"
+RETRY_ERROR_TYPES: Final = "llmtrace.retry.error_types"
+# The span event at each retry, carrying the attempt it follows: its error type and status code,
+# its own time to headers, the wait before the retry, and ``http.request.resend_count``.
+RETRY_EVENT: Final = "llmtrace.retry"
+RETRY_WAIT: Final = "llmtrace.retry.wait"
+ATTEMPT_TIME_TO_HEADERS: Final = "llmtrace.attempt.time_to_headers"
 # HTTP transport phases (seconds), from the client's own hooks.
 HTTP_CONNECT: Final = "llmtrace.http.connect"
 HTTP_TLS: Final = "llmtrace.http.tls"

@@ -49,6 +49,11 @@ class Evidence:
     hashed_queries: int = 0
     repeated_queries: int = 0
     slowest_tool: dict[str, Any] | None = None
+    # model calls the client retried, the mean time lost before their last attempt, and how
+    # often each error type refused an attempt (status codes as text, exception classes)
+    retried_calls: int = 0
+    retry_mean: float | None = None
+    retry_error_counts: dict[str, int] = field(default_factory=dict)
     unclaimed_spans: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -192,6 +197,37 @@ def _advise_network(figures: StageFigures, evidence: Evidence) -> list[str]:
     return advice
 
 
+def _advise_retry(figures: StageFigures, evidence: Evidence) -> list[str]:
+    if not evidence.retried_calls:
+        return []
+    refused = ", ".join(
+        f"{error_type} ({count})"
+        for error_type, count in sorted(
+            evidence.retry_error_counts.items(), key=lambda item: (-item[1], item[0])
+        )
+    )
+    rate_limited = "429" in evidence.retry_error_counts
+    cause = "rate limiting" if rate_limited else "refused or failed attempts"
+    mean = "" if evidence.retry_mean is None else f", {format_seconds(evidence.retry_mean)} each"
+    advice = [
+        f"{evidence.retried_calls} of {evidence.model_calls} model calls "
+        f"({format_share(evidence.retried_calls / evidence.model_calls)}) were retried after "
+        f"{refused}, and waiting before the retries took {format_seconds(figures.mean)} per "
+        f"request on average{mean} ({sc.RETRY_TIME}): time lost to {cause}."
+    ]
+    if rate_limited:
+        advice.append(
+            "Raise the provider's rate limit, spread requests over time or over more keys or "
+            "deployments, or fall back to another deployment when one refuses."
+        )
+    else:
+        advice.append(
+            "Look at why the provider refused (its status codes above), and fall back to another "
+            "deployment rather than waiting on a failing one."
+        )
+    return advice
+
+
 def _advise_retrieval(figures: StageFigures, evidence: Evidence) -> list[str]:
     context = _context_size(evidence)
     advice = [context[0].upper() + context[1:] + "."] if context else []
@@ -259,6 +295,7 @@ _RULES = {
     "generation": _advise_generation,
     "queue": _advise_queue,
     "network": _advise_network,
+    "retry": _advise_retry,
     "retrieval": _advise_retrieval,
     "rerank": _advise_rerank,
     "embedding": _advise_embedding,

@@ -13,7 +13,9 @@ Pure functions over one ``Trace``. The rules (docs/architecture.md, "How a trace
   Concurrent work off that path added no latency. So a trace's stage times sum to its
   end-to-end time.
 * A span without ``llmtrace.stage`` inherits its parent's; the root without one is ``other``.
-* A model call is split by durations measured on the client: HTTP transport phases (or, when the
+* A model call is split by durations measured on the client: the time before its last attempt,
+  when the client retried (refused attempts and the waits before trying again,
+  ``llmtrace.retry.time``), is ``retry``; HTTP transport phases (or, when the
   server's timings are known, client TTFT - server TTFT) are ``network``, the server's queue
   time is ``queue``, a model load the server reported (Ollama's ``load_duration``) is ``load``,
   the rest until the first token is ``ttft``, the remainder ``generation``.
@@ -66,6 +68,9 @@ class ModelPhases:
     server_joined: bool = False
     # Model loading the server reported (Ollama's load_duration): taken out of ttft, stage load.
     load: float = 0.0
+    # Attempts the provider refused and the waits before trying again (llmtrace.retry.time):
+    # the call's first stretch, stage retry.
+    retry: float = 0.0
 
 
 @dataclass(slots=True)
@@ -283,11 +288,19 @@ def model_phases(span: Span) -> ModelPhases:
     if network is None:
         network = _transport_time(span)
     first = duration if client_first is None else client_first
-    network = _clamp(network, first)
-    queue = _clamp(queue, first - network) if queue else 0.0
-    load = _clamp(load, first - network - queue) if load else 0.0
+    retry = _seconds(span.attributes.get(sc.RETRY_TIME))
+    retry = _clamp(retry, first) if retry else 0.0
+    network = _clamp(network, first - retry)
+    queue = _clamp(queue, first - retry - network) if queue else 0.0
+    load = _clamp(load, first - retry - network - queue) if load else 0.0
     return ModelPhases(
-        network, queue, first - network - queue - load, duration - first, server is not None, load
+        network,
+        queue,
+        first - retry - network - queue - load,
+        duration - first,
+        server is not None,
+        load,
+        retry,
     )
 
 
@@ -312,6 +325,7 @@ def _emit_model_call(
     name = span.name
     boundary = span.start
     for stage, seconds in (
+        ("retry", phases.retry),
         ("network", phases.network),
         ("queue", phases.queue),
         ("load", phases.load),

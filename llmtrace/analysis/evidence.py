@@ -31,6 +31,10 @@ class ModelCall(NamedTuple):
     finish_reasons: list[str]
     max_tokens: int | None
     input_hash: int | None
+    # Time before the last attempt, when the client retried (stage retry), and each refused
+    # attempt's error type.
+    retry: float
+    retry_error_types: list[str]
 
 
 def _number(value: Any) -> float | None:
@@ -65,6 +69,7 @@ def model_call(span: Span, phases: ModelPhases | None = None) -> ModelCall:
         phases = model_phases(span)
     model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
     input_hash = attributes.get(sc.GEN_AI_INPUT_MESSAGES)
+    retry_errors = attributes.get(sc.RETRY_ERROR_TYPES)
     return ModelCall(
         model=str(model) if model else "unknown",
         duration=duration,
@@ -81,6 +86,10 @@ def model_call(span: Span, phases: ModelPhases | None = None) -> ModelCall:
         finish_reasons=[str(r) for r in reasons] if isinstance(reasons, list) else [],
         max_tokens=_count(attributes.get(sc.GEN_AI_REQUEST_MAX_TOKENS)),
         input_hash=input_hash if isinstance(input_hash, int) else None,
+        retry=phases.retry,
+        retry_error_types=(
+            [str(e) for e in retry_errors] if isinstance(retry_errors, list | tuple) else []
+        ),
     )
 
 

@@ -87,6 +87,9 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         sc.SESSION_ID,
         sc.USER_ID,
         sc.GEN_AI_CONVERSATION_ID,
+        # a model call the client retried: the report's retry stage and advice
+        sc.RETRY_TIME,
+        sc.RETRY_ERROR_TYPES,
     }
 )
 # Content attributes: only whether two requests were identical matters (cache advice), so the

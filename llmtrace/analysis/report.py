@@ -72,6 +72,12 @@ def _evidence(acc: TraceColumns) -> Evidence:
     connects = [c.connect for c in calls if c.connect is not None and c.connect > 0]
     evidence.new_connection_calls = len(connects)
     evidence.connect_mean = _mean(connects)
+    retried = [c for c in calls if c.retry_error_types]
+    evidence.retried_calls = len(retried)
+    evidence.retry_mean = _mean([c.retry for c in retried])
+    evidence.retry_error_counts = dict(
+        Counter(error_type for c in retried for error_type in c.retry_error_types)
+    )
     joined = [c for c in calls if c.server_joined]
     evidence.server_joined_calls = len(joined)
     evidence.server_queue_mean = _mean([c.queue for c in joined])

@@ -366,13 +366,77 @@ class ModelCall:
     with :meth:`take_collected`. None: they are set as they are known.
     """
 
-    __slots__ = ("collected", "headers_at", "span", "started_at")
+    __slots__ = (
+        "answer",
+        "answered_at",
+        "attempt_started_at",
+        "collected",
+        "headers_at",
+        "retry_errors",
+        "span",
+        "started_at",
+    )
 
     def __init__(self, span: Span, started_at: float) -> None:
         self.span = span
         self.started_at = started_at
         self.headers_at: float | None = None
         self.collected: dict[str, Any] | None = None
+        # How the HTTP layer's last attempt of this call was answered: its status code, or the
+        # class of the exception it failed with; None before any. ``answered_at``: when that
+        # answer was read to its end, or the attempt failed.
+        self.answer: int | str | None = None
+        self.answered_at: float | None = None
+        self.attempt_started_at = started_at
+        self.retry_errors: list[str] | None = None
+
+    def refused(self) -> bool:
+        """Whether the last attempt failed, so that another request in this call is a retry."""
+        answer = self.answer
+        return answer is not None and (answer.__class__ is str or answer >= 400)  # type: ignore[operator]
+
+    def retrying(self, now: float) -> None:
+        """The client sends the request again after the last attempt failed (a 429 or 503, a
+        failed connection): that attempt becomes a ``llmtrace.retry`` event on the span (its
+        error type, status code, own time to headers, and the wait before this retry), the
+        call's retry time and error types grow, and what the earlier attempt measured (phases,
+        time to headers, server timings) is dropped, for the last attempt's to describe the
+        answer the caller gets."""
+        answer = self.answer
+        error_type = answer if answer.__class__ is str else str(answer)
+        answered_at = self.answered_at if self.answered_at is not None else self.headers_at
+        errors = self.retry_errors
+        if errors is None:
+            errors = self.retry_errors = []
+        errors.append(str(error_type))
+        event: dict[str, Any] = {
+            semconv.HTTP_REQUEST_RESEND_COUNT: len(errors),
+            semconv.ERROR_TYPE: str(error_type),
+        }
+        if answer.__class__ is int:
+            event[semconv.HTTP_RESPONSE_STATUS_CODE] = answer
+        if self.headers_at is not None:
+            event[semconv.ATTEMPT_TIME_TO_HEADERS] = self.headers_at - self.attempt_started_at
+        if answered_at is not None:
+            event[semconv.RETRY_WAIT] = max(now - answered_at, 0.0)
+        span = self.span
+        if span.is_recording():
+            span.add_event(semconv.RETRY_EVENT, event)
+        collected = self.collected
+        if collected is not None:
+            for name in _ATTEMPT_ATTRIBUTES:
+                collected.pop(name, None)
+        self.add_attributes(
+            {
+                semconv.HTTP_REQUEST_RESEND_COUNT: len(errors),
+                semconv.RETRY_TIME: now - self.started_at,
+                semconv.RETRY_ERROR_TYPES: tuple(errors),
+            }
+        )
+        self.answer = None
+        self.answered_at = None
+        self.headers_at = None
+        self.attempt_started_at = now
 
     def add_attributes(self, attributes: dict[str, Any]) -> None:
         """Attributes known during the call: gathered for its end, or else set now."""
@@ -411,6 +475,22 @@ class ModelCall:
         self.headers_at = at
         return at - self.started_at
 
+
+# What one attempt of a model call measured, dropped when the client tries again.
+_ATTEMPT_ATTRIBUTES = (
+    semconv.TIME_TO_HEADERS,
+    semconv.HTTP_CONNECT,
+    semconv.HTTP_TLS,
+    semconv.HTTP_REQUEST_SENT,
+    semconv.HTTP_RESPONSE_HEADERS,
+    semconv.HTTP_BODY_COMPLETE,
+    semconv.SERVER_QUEUE_TIME,
+    semconv.SERVER_PROMPT_TIME,
+    semconv.SERVER_GENERATION_TIME,
+    semconv.SERVER_PROCESSING_TIME,
+    semconv.SERVER_TIME_TO_FIRST_TOKEN,
+    semconv.SERVER_INFERENCE_TIME,
+)
 
 _current_model_call: ContextVar[ModelCall | None] = ContextVar("llmtrace_model_call", default=None)
 

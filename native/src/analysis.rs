@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use crate::model::{
     key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, LOAD, NANOS, NETWORK, OTHER,
-    QUEUE, TTFT,
+    QUEUE, RETRY, TTFT,
 };
 use crate::store::Group;
 
@@ -53,6 +53,9 @@ pub struct Phases {
     pub server_joined: bool,
     /// Model loading the server reported (Ollama's load_duration): taken out of ttft.
     pub load: f64,
+    /// Refused attempts and the waits before trying again (`llmtrace.retry.time`): the call's
+    /// first stretch.
+    pub retry: f64,
 }
 
 struct ServerTimings {
@@ -248,16 +251,21 @@ impl Group {
         }
         let network = network.unwrap_or_else(|| self.transport_time(i));
         let first = client_first.unwrap_or(duration);
-        let network = py_min(py_max(network, 0.0), first);
-        let queue = py_min(py_max(queue, 0.0), first - network);
-        let load = py_min(py_max(load, 0.0), first - network - queue);
+        let retry = match span.seconds(key::RETRY_TIME) {
+            Some(value) if value != 0.0 => py_min(py_max(value, 0.0), first),
+            _ => 0.0,
+        };
+        let network = py_min(py_max(network, 0.0), first - retry);
+        let queue = py_min(py_max(queue, 0.0), first - retry - network);
+        let load = py_min(py_max(load, 0.0), first - retry - network - queue);
         Phases {
             network,
             queue,
-            ttft: first - network - queue - load,
+            ttft: first - retry - network - queue - load,
             generation: duration - first,
             server_joined: server.is_some(),
             load,
+            retry,
         }
     }
 
@@ -268,6 +276,7 @@ impl Group {
         // where Python's integers go on
         let mut boundary = i128::from(span.start);
         for (stage, seconds) in [
+            (RETRY, phases.retry),
             (NETWORK, phases.network),
             (QUEUE, phases.queue),
             (LOAD, phases.load),
@@ -456,6 +465,8 @@ pub struct ModelCall {
     pub finish_reasons: Vec<String>,
     pub max_tokens: Option<i64>,
     pub input_hash: Option<i64>,
+    pub retry: f64,
+    pub retry_error_types: Vec<String>,
 }
 
 fn model_call(group: &Group, i: u32) -> ModelCall {
@@ -491,6 +502,10 @@ fn model_call(group: &Group, i: u32) -> ModelCall {
         Some(Value::List(items)) => items.iter().map(Value::py_str).collect(),
         _ => Vec::new(),
     };
+    let retry_error_types = match span.get(key::RETRY_ERROR_TYPES) {
+        Some(Value::List(items)) => items.iter().map(Value::py_str).collect(),
+        _ => Vec::new(),
+    };
     let input_hash = match span.get(key::INPUT_MESSAGES) {
         Some(Value::Int(hash)) => Some(*hash),
         Some(Value::Bool(flag)) => Some(i64::from(*flag)),
@@ -514,6 +529,8 @@ fn model_call(group: &Group, i: u32) -> ModelCall {
         finish_reasons,
         max_tokens: span.get(key::REQUEST_MAX_TOKENS).and_then(Value::count),
         input_hash,
+        retry: phases.retry,
+        retry_error_types,
     }
 }
 

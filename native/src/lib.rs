@@ -87,7 +87,7 @@ struct SpanRecord {
 }
 
 /// The fields of a model call tuple, in order: checked against `evidence.ModelCall` by the tests.
-const MODEL_CALL_FIELDS: [&str; 15] = [
+const MODEL_CALL_FIELDS: [&str; 17] = [
     "model",
     "duration",
     "time_to_first_token",
@@ -103,6 +103,8 @@ const MODEL_CALL_FIELDS: [&str; 15] = [
     "finish_reasons",
     "max_tokens",
     "input_hash",
+    "retry",
+    "retry_error_types",
 ];
 
 #[pymethods]
@@ -277,7 +279,7 @@ impl TraceStore {
         // over at a time, and Python makes each a NamedTuple without looking at names.
         let calls = PyList::empty(py);
         for c in sink.model_calls {
-            let fields: [Bound<'_, PyAny>; 15] = [
+            let fields: [Bound<'_, PyAny>; 17] = [
                 c.model.into_pyobject(py)?.into_any(),
                 c.duration.into_pyobject(py)?.into_any(),
                 c.time_to_first_token.into_pyobject(py)?.into_any(),
@@ -293,6 +295,8 @@ impl TraceStore {
                 c.finish_reasons.into_pyobject(py)?.into_any(),
                 c.max_tokens.into_pyobject(py)?.into_any(),
                 c.input_hash.into_pyobject(py)?.into_any(),
+                c.retry.into_pyobject(py)?.into_any(),
+                c.retry_error_types.into_pyobject(py)?.into_any(),
             ];
             calls.append(PyTuple::new(py, fields)?)?;
         }

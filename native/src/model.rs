@@ -132,6 +132,8 @@ keys! {
     SESSION_ID = "session.id",
     USER_ID = "user.id",
     CONVERSATION_ID = "gen_ai.conversation.id",
+    RETRY_TIME = "llmtrace.retry.time",
+    RETRY_ERROR_TYPES = "llmtrace.retry.error_types",
 }
 
 fn key_table() -> &'static FastMap<&'static str, u8> {
@@ -167,7 +169,7 @@ pub fn hashed_index(name: &str) -> Option<u8> {
 }
 
 /// The stage vocabulary (`llmtrace.semconv.STAGES`), in its order; a test compares the two.
-pub const STAGES: [&str; 13] = [
+pub const STAGES: [&str; 14] = [
     "queue",
     "load",
     "prompt",
@@ -175,6 +177,7 @@ pub const STAGES: [&str; 13] = [
     "retrieval",
     "rerank",
     "cache",
+    "retry",
     "ttft",
     "generation",
     "tool",
@@ -184,10 +187,11 @@ pub const STAGES: [&str; 13] = [
 ];
 pub const QUEUE: u8 = 0;
 pub const LOAD: u8 = 1;
-pub const TTFT: u8 = 7;
-pub const GENERATION: u8 = 8;
-pub const NETWORK: u8 = 10;
-pub const OTHER: u8 = 12;
+pub const RETRY: u8 = 7;
+pub const TTFT: u8 = 8;
+pub const GENERATION: u8 = 9;
+pub const NETWORK: u8 = 11;
+pub const OTHER: u8 = 13;
 
 pub fn stage_index(name: &str) -> Option<u8> {
     STAGES.iter().position(|s| *s == name).map(|i| i as u8)

@@ -73,6 +73,9 @@ class Behaviour:
     # client then receives it the same way whatever else the machine is doing, as instruction
     # counts need (a stream read in more pieces costs the client more); a stream loses its timing.
     whole_writes: bool = False
+    # Answers to refuse the next requests with, one per request, in order: (status, extra
+    # headers), e.g. (429, {"retry-after-ms": "400"}); requests after them are answered as usual.
+    refusals: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -342,7 +345,11 @@ class ModelServer:
                 b.status if b.status >= 400 else 200, b'{"ok": true}', "application/json"
             )
             return
-        if b.status >= 400:
+        refusal: dict[str, str] | None = None
+        status = b.status
+        if b.refusals:
+            status, refusal = b.refusals.pop(0)
+        if status >= 400:
             await _sleep_until(request.arrived_at + b.headers_delay)
             if path == "/v1/messages":
                 error = {
@@ -353,7 +360,7 @@ class ModelServer:
                 error = {
                     "error": {"message": b.error_message, "type": "server_error", "code": None}
                 }
-            await reply.whole(b.status, json.dumps(error).encode(), "application/json")
+            await reply.whole(status, json.dumps(error).encode(), "application/json", refusal)
             return
         await route(request, body, reply)
 

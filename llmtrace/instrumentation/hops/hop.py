@@ -166,6 +166,9 @@ class PhaseRecorder:
                 time_to_headers = self.call.note_headers(now)
                 if time_to_headers is not None:
                     self.set(semconv.TIME_TO_HEADERS, time_to_headers)
+            elif attribute is semconv.HTTP_BODY_COMPLETE and self.call is not None:
+                # The attempt's answer read to its end: a retry's wait is counted from here.
+                self.call.answered_at = now
         except Exception:
             log_once(logger, "HTTP phase recording failed")
 
@@ -487,15 +490,19 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
                     return original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
+                if call.answer is not None and call.refused():
+                    call.retrying(time.monotonic())  # the client tries again
                 recorder = _prepare(request, call.span, call, False)
                 try:
                     response = original(self, request, *args, **kwargs)
-                except BaseException:
+                except BaseException as exc:
                     _flush(recorder)
+                    _attempt_failed(call, exc)
                     raise
                 # (Without a recorder of the phases, a bare one hands over the rest.)
                 recorder = recorder or PhaseRecorder(call.span, call, None)
                 recorder.flush(response, bool(kwargs.get("stream")))
+                call.answer = response.status_code
                 return response
             if _other_instrumentation_owns_spans(library_name):
                 return original(self, request, *args, **kwargs)
@@ -526,15 +533,19 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
                     return await original(self, request, *args, **kwargs)
                 call = None
             if call is not None:
+                if call.answer is not None and call.refused():
+                    call.retrying(time.monotonic())  # the client tries again
                 recorder = _prepare(request, call.span, call, True)
                 try:
                     response = await original(self, request, *args, **kwargs)
-                except BaseException:
+                except BaseException as exc:
                     _flush(recorder)
+                    _attempt_failed(call, exc)
                     raise
                 # (Without a recorder of the phases, a bare one hands over the rest.)
                 recorder = recorder or PhaseRecorder(call.span, call, None)
                 recorder.flush(response, bool(kwargs.get("stream")))
+                call.answer = response.status_code
                 return response
             if _other_instrumentation_owns_spans(library_name):
                 return await original(self, request, *args, **kwargs)
@@ -558,6 +569,13 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
     send = direct_method(make_send)
     async_send = direct_method(make_async_send)
     return send, async_send
+
+
+def _attempt_failed(call: ModelCall, exc: BaseException) -> None:
+    """An attempt of a model call failed without an answer (a refused or broken connection, a
+    timeout): the client may try again, and the next request is then a retry."""
+    call.answer = type(exc).__qualname__
+    call.answered_at = time.monotonic()
 
 
 def _flush(recorder: PhaseRecorder | None) -> None:
