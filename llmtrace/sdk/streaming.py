@@ -9,9 +9,10 @@ It ends its span exactly once, whichever way the stream ends:
 how the stream ends               ``llmtrace.stream.end``  span status  the span ends
 ===============================  =======================  ===========  ======================
 read to its end                   ``completed``            OK           at the end
-``for`` loop left (``break``,     ``closed``               UNSET        at the last chunk
+``for`` loop left (``break``,     ``closed``               UNSET        as the loop is left
 ``return``, the caller's own
 exception)
+``async for`` loop left           ``closed``               UNSET        at the last chunk
 ``close()``, ``with`` exit        ``closed``               UNSET        at the last chunk
 never read, dropped               ``abandoned``            UNSET        when handed over
 read with ``next()``, dropped     ``abandoned``            UNSET        at the last chunk
@@ -23,14 +24,15 @@ exception from the stream         ``error``                ERROR        at the e
 if it read none), whenever the stream is closed or collected: what the caller does after that is
 its own time, not the model's. A ``for`` loop left early ends the stream as it is left (the
 interpreter closes the loop's generator then; an ``async for`` loop's, the event loop soon
-after); chunks read from the same stream after that are handed on but no longer counted. An
+after, and the stream ends at its last chunk); chunks read from the same stream after that are
+handed on but no longer counted. An
 exception in the caller's code is the caller's: recorded on its own span, not the model call's.
 
 Provider-specific knowledge (what a chunk looks like) is plugged in through :class:`ChunkParser`;
 the wrappers :class:`TracedStream` and :class:`TracedAsyncStream` are transparent proxies, so the
 caller sees the provider's own stream object, attributes and methods.
 
-The recorder never attaches its span to the context (rule 3 of DESIGN.md): nothing leaks into the
+The recorder never attaches its span to the context (docs/architecture.md, rule 3): nothing leaks into the
 caller between chunks, and nothing has to be detached in another context.
 """
 
@@ -195,14 +197,14 @@ class StreamRecorder:
     def on_chunk(self, chunk: Any) -> bool:
         """The per-chunk step, whichever way the stream is read (a ``for`` loop, ``next()``,
         ``async for``, or an instrumentation that sees the chunks itself), before the caller sees
-        the chunk: it is counted and its moment kept (a stream the caller stops reading ends at
-        its last chunk); the first chunk and the first with content are timed; the parser looks
-        at it (a failure there is logged, never raised into the caller's loop). True when
+        the chunk: it is counted; the clock is read until the first token (the first chunk comes
+        no later than the first token, so no later chunk needs a moment of its own); the parser
+        looks at it (a failure there is logged, never raised into the caller's loop). True when
         the caller is to see the chunk, False for one the parser hides."""
         try:
             self.chunk_count += 1
-            now = self.last_handed_at = time.monotonic()
             if self.first_token_at is None:
+                now = time.monotonic()
                 if self.first_chunk_at is None:
                     self.first_chunk_at = now
                 if self.parser.has_content(chunk):
@@ -214,12 +216,13 @@ class StreamRecorder:
         hides = self.hides
         return hides is None or not hides(chunk)
 
-    def end(self, how: str, exc: BaseException | None = None) -> None:
+    def end(self, how: str, exc: BaseException | None = None, at: float | None = None) -> None:
         """End the span once; later calls do nothing. ``how``: completed/closed/abandoned/error/cancelled.
 
-        A stream the caller stopped reading (``closed``, ``abandoned``) ends at the last moment
-        it handed the caller something, not now: what the caller did after its last chunk, until
-        it closed the stream or dropped it, is the caller's time, not the model's."""
+        ``at``: the moment (monotonic clock) the call ended, when that was before now: a stream
+        the caller stopped reading ends at the last moment it handed the caller something
+        (``last_handed_at``), since what the caller did after its last chunk, until it closed
+        the stream or dropped it, is the caller's time, not the model's."""
         if self.ended:
             return
         # When two threads end it together, one pops the item: a list's pop is one atomic step
@@ -231,9 +234,7 @@ class StreamRecorder:
             return
         self.ended = True
         span = self.span
-        ended_at = time.monotonic()
-        if how in _STOPPED_BY_CALLER and self.last_handed_at is not None:
-            ended_at = self.last_handed_at
+        ended_at = time.monotonic() if at is None else at
         try:
             # What was gathered during the call (a model call's start attributes, HTTP phases
             # and time to headers) is set with the stream's own measures and what the parser
@@ -310,10 +311,6 @@ def _left_by(exc: BaseException | None) -> str:
     the block's exit unended is the caller's own, recorded on the caller's span, not the model
     call's), or ``cancelled``."""
     return "cancelled" if isinstance(exc, asyncio.CancelledError) else "closed"
-
-
-# How a stream ends when the caller stops reading it before its end.
-_STOPPED_BY_CALLER = frozenset(("closed", "abandoned"))
 
 
 def set_span_attributes(
@@ -419,7 +416,7 @@ class _Chunks:
         if not recorder.ended:
             # (At interpreter exit what it needs may be gone already.)
             with contextlib.suppress(Exception):
-                recorder.end("abandoned")
+                recorder.end("abandoned", at=recorder.last_handed_at)
 
 
 class _RecordedChunks(_Chunks):
@@ -443,6 +440,10 @@ class _RecordedChunks(_Chunks):
                 recorder.end_from_exception(exc)
                 raise
             if recorder.on_chunk(chunk):
+                # Read with next(), the stream may be dropped any time later: it ends then, at
+                # this moment. (A for loop's generator ends the stream as the loop is left, so it
+                # needs no moment per chunk.)
+                recorder.last_handed_at = time.monotonic()
                 return chunk
 
 
@@ -454,7 +455,8 @@ def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
     calling a Python ``__next__`` costs it, on every chunk. It holds ``chunks`` and is not held
     by it. Closed at a ``yield`` (the loop was left: ``break``, ``return``, an exception in its
     body; the interpreter closes a generator the loop drops), it ends the stream as ``closed``
-    then: the caller stopped reading. Any other exception thrown in there is the caller's, not
+    then: the caller stopped reading. (The moment is the loop's exit, not the last chunk's: a
+    clock read per chunk would cost more than the rest of the step.) Any other exception thrown in there is the caller's, not
     the stream's.
     """
     recorder = chunks._recorder
@@ -462,6 +464,8 @@ def _recorded(chunks: _RecordedChunks) -> Iterator[Any]:
     iterator = chunks._iterator
     if iterator is None:
         iterator = chunks._iterator = iter(chunks._source)
+    # The loop's chunks are timed by its exit, not one by one: a moment kept by next() is past.
+    recorder.last_handed_at = None
     thrown_in = False
     try:
         for chunk in iterator:
@@ -497,11 +501,14 @@ async def _recorded_async(chunks: _RecordedAsyncChunks) -> AsyncIterator[Any]:
     try:
         async for chunk in iterator:
             if on_chunk(chunk):
+                # The event loop closes a generator the loop left at one of its next steps,
+                # which may come after the caller's own awaits: the stream ends at this moment.
+                recorder.last_handed_at = time.monotonic()
                 try:
                     yield chunk
                 except GeneratorExit:
                     thrown_in = True
-                    recorder.end("closed")
+                    recorder.end("closed", at=recorder.last_handed_at)
                     raise
                 except BaseException:
                     thrown_in = True
@@ -533,7 +540,8 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             if close is not None:
                 close()
         finally:
-            self._self_chunks._recorder.end("closed")
+            recorder = self._self_chunks._recorder
+            recorder.end("closed", at=recorder.last_handed_at)
 
     def __enter__(self) -> TracedStream:
         enter = getattr(self.__wrapped__, "__enter__", None)
@@ -546,7 +554,8 @@ class TracedStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             exit_ = getattr(self.__wrapped__, "__exit__", None)
             return exit_(exc_type, exc, tb) if exit_ is not None else None
         finally:
-            self._self_chunks._recorder.end(_left_by(exc))
+            recorder = self._self_chunks._recorder
+            recorder.end(_left_by(exc), at=recorder.last_handed_at)
 
 
 class _RecordedAsyncChunks(_Chunks):
@@ -570,6 +579,7 @@ class _RecordedAsyncChunks(_Chunks):
                 recorder.end_from_exception(exc)
                 raise
             if recorder.on_chunk(chunk):
+                recorder.last_handed_at = time.monotonic()  # as in _RecordedChunks.__next__
                 return chunk
 
 
@@ -597,7 +607,8 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
                         await result
                     break
         finally:
-            self._self_chunks._recorder.end("closed")
+            recorder = self._self_chunks._recorder
+            recorder.end("closed", at=recorder.last_handed_at)
 
     async def close(self) -> None:
         await self.aclose()
@@ -613,4 +624,5 @@ class TracedAsyncStream(wrapt.ObjectProxy):  # type: ignore[type-arg]
             exit_ = getattr(self.__wrapped__, "__aexit__", None)
             return (await exit_(exc_type, exc, tb)) if exit_ is not None else None
         finally:
-            self._self_chunks._recorder.end(_left_by(exc))
+            recorder = self._self_chunks._recorder
+            recorder.end(_left_by(exc), at=recorder.last_handed_at)

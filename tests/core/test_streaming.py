@@ -173,7 +173,7 @@ def test_break_ends_the_span_as_the_loop_is_left_at_its_last_chunk(spans):
     assert span.attributes[semconv.CHUNK_COUNT] == 3
     assert span.status.status_code == StatusCode.UNSET
     assert semconv.TIME_TO_FIRST_TOKEN in span.attributes
-    assert span.attributes[semconv.GENERATION_TIME] == 0  # the first token's chunk was the last
+    assert span.attributes[semconv.GENERATION_TIME] < 0.01  # the first token came last
     assert duration(span) < 0.03 + 0.1
 
 
@@ -198,7 +198,7 @@ def test_close_after_the_caller_worked_ends_the_span_at_the_last_chunk(spans):
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "closed"
     assert duration(span) < 0.03 + 0.1
-    assert span.attributes[semconv.GENERATION_TIME] == 0
+    assert span.attributes[semconv.GENERATION_TIME] < 0.01
 
 
 def test_next_then_drop_ends_as_abandoned_at_the_last_chunk(spans):

@@ -199,7 +199,7 @@ GOOGLE_GENAI = Provider(
     recording_count=35,
     api_key="AIza-test-secret-key",
     # The caller holds the SDK's own generator: dropping it half read closes the SDK's loop over
-    # the stream llmtrace wraps below it, so the caller left a loop: closed.
+    # the stream llmtrace wraps below it, so the caller left a loop: closed, as it is dropped.
     dropped_stream_end="closed",
     http_libraries=("httpx", "httpx2"),
     use_http_library=_google_genai_http_library,

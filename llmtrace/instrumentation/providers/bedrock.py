@@ -156,14 +156,14 @@ class _AwsStreamRecorder(StreamRecorder):
 
     __slots__ = ()
 
-    def end(self, how: str, exc: BaseException | None = None) -> None:
+    def end(self, how: str, exc: BaseException | None = None, at: float | None = None) -> None:
         if how == "error" and exc is not None and not self.ended and aws_error_code(exc):
             try:
                 record_aws_error(self.span, exc)
             except Exception:
                 log_once(logger, "stream error recording failed")
             exc = None  # recorded: the lifecycle only ends the span
-        super().end(how, exc)
+        super().end(how, exc, at)
 
 
 class _BedrockCall(ModelCall):
