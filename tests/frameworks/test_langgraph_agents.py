@@ -9,7 +9,8 @@ span under LangChain's, under the node's function), and the report's ``ttft`` an
 are the server's delays. ``create_react_agent``'s node function hands the model the config it was
 given rather than its own run's (see ``LLMTraceCallbackHandler._calling_run``): before that was
 followed, the function's span and the model's came out as siblings and the function's span, ending
-last, took the whole critical path as ``other``.
+last, took the whole critical path as ``other``. Traces written that way are still read right: the
+breakdown passes over a stage-less leaf a sibling covers almost wholly (the last test).
 """
 
 from __future__ import annotations
@@ -170,3 +171,40 @@ def test_prebuilt_agent_nests_each_model_call_under_its_node(
     assert server_ttft >= MODEL_CALLS * FIRST_TOKEN
     assert 0 < ttft - server_ttft < MODEL_CALLS * CLIENT_SHARE
     assert 0 < generation - SERVER_GENERATION < MODEL_CALLS * CLIENT_SHARE
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_traces_written_with_the_node_beside_the_model_still_give_its_time(
+    model_server, spans, traced, tmp_path, monkeypatch
+):
+    """Files llmtrace wrote before it nested the model under ``call_model`` (the parent LangChain
+    names, followed as given): ``call_model`` (stage ``other``) ends just after the model's
+    chain beside it, and the breakdown passes over it for the chain, in both readers."""
+    from llmtrace.instrumentation.frameworks.langchain import LLMTraceCallbackHandler
+
+    monkeypatch.setattr(LLMTraceCallbackHandler, "_calling_run", lambda self, claimed: claimed)
+    model_server.configure(
+        first_token_delay=FIRST_TOKEN, token_delay=TOKEN_DELAY, tokens=TOKENS, tool_call=TOOL_CALL
+    )
+    model = chat_model(model_server)
+    agent = create_react_agent(model, [look_up_stock])
+    assert _run(agent, model, "invoke", spans) == ["Hello, world!"] * INVOCATIONS
+    every_call = []
+    for trace in by_trace(spans).values():
+        calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+        for provider in calls:
+            # the old shape: the model's chain beside call_model, not under it
+            assert _path_up(provider, trace)[1:] == [
+                "chat sim-model-1",
+                "RunnableSequence",
+                "agent",
+            ]
+        every_call += calls
+    spans_ttft = sum(s.attributes[semconv.TIME_TO_FIRST_TOKEN] for s in every_call)
+    reports = []
+    for native in ("1", "0"):
+        monkeypatch.setenv("LLMTRACE_NATIVE", native)
+        report = report_of(spans, tmp_path)
+        assert report.bottleneck is not None and report.bottleneck.stage == "ttft"
+        reports.append(report.stages["ttft"].distribution.mean)
+    assert reports[0] == reports[1] == pytest.approx(spans_ttft / INVOCATIONS, abs=ROUNDING)
