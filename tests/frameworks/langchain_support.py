@@ -1,5 +1,6 @@
-"""What the LangChain and LangGraph test modules share: the instrumentation for one test, a
-``ChatOpenAI`` on the simulated server, and the checks of a run's traces and report."""
+"""What the framework test modules share: LangChain's instrumentation for one test, a
+``ChatOpenAI`` on the simulated server, and the checks of a run's traces and report (the
+LlamaIndex tests use the checks too)."""
 
 from __future__ import annotations
 
