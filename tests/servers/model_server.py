@@ -93,6 +93,8 @@ class RecordedRequest:
     arrived_at: float
     # When the first token left the server: the scheduling overshoot of its sleep is visible.
     first_token_sent_at: float | None = None
+    # When the last one did: with the first, the generation the server really took.
+    last_token_sent_at: float | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -388,6 +390,7 @@ class ModelServer:
             await _sleep_until(deadline)
             if index == 0:
                 request.first_token_sent_at = time.monotonic()
+            request.last_token_sent_at = time.monotonic()
             await send(index, token)
             deadline = max(deadline, time.monotonic()) + b.token_delay
 
