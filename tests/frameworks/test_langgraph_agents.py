@@ -173,7 +173,9 @@ def test_prebuilt_agent_nests_each_model_call_under_its_node(
     assert server_ttft >= MODEL_CALLS * FIRST_TOKEN
     assert server_generation >= TOKEN_DELAY * (1 + len(TOKENS) - 1)
     assert 0 < ttft - server_ttft < MODEL_CALLS * CLIENT_SHARE
-    assert 0 < generation - server_generation < MODEL_CALLS * CLIENT_SHARE
+    # (a first token read late and a last one read at once make the client's generation the
+    # shorter: either way, within the client's share)
+    assert abs(generation - server_generation) < MODEL_CALLS * CLIENT_SHARE
 
 
 @pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
