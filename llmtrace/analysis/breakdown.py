@@ -13,6 +13,17 @@ Pure functions over one ``Trace``. The rules (docs/architecture.md, "How a trace
   Concurrent work off that path added no latency. So a trace's stage times sum to its
   end-to-end time.
 * A span without ``llmtrace.stage`` inherits its parent's; the root without one is ``other``.
+* Structure recorded beside the work it wraps is passed over: a leaf that claims no stage (none,
+  or ``other``; not a model call) is not a step of the critical path when a sibling with a stage
+  or with spans under it covers at least nine tenths of it (``wrapped_by_sibling``); the walk
+  goes on to that sibling, and the leaf's few uncovered instants are its parent's own time. A
+  framework's function run recorded as a sibling of the runs it started (LangGraph's
+  ``call_model`` beside the model's chain, as OpenInference and OpenLLMetry record it) ends a
+  little after them; followed as the last child to finish, it would take the whole stretch as
+  ``other`` and hide the model call. Why nine tenths: such a wrapper's own time is only the
+  function's set-up and return, while two pieces of parallel work rarely end within a tenth of
+  each other; and when they do, the sibling is all but on the critical path too (shortening the
+  leaf alone would gain at most the uncovered tenth).
 * A model call is split by durations measured on the client: the time before its last attempt,
   when the client retried (refused attempts and the waits before trying again,
   ``llmtrace.retry.time``), is ``retry``; HTTP transport phases (or, when the
@@ -354,6 +365,48 @@ def _emit_model_call(
 
 _end_time = attrgetter("end")
 
+# A sibling covering at least WRAPPED_NUMERATOR / WRAPPED_DENOMINATOR of a stage-less leaf is what
+# the leaf wraps (see wrapped_by_sibling). Integers, so that both readers compare exactly.
+WRAPPED_NUMERATOR = 9
+WRAPPED_DENOMINATOR = 10
+
+
+def claims_no_stage(span: Span) -> bool:
+    """Whether the span's own time would be ``other`` or its parent's: it declares no stage or
+    ``other`` (an unknown name reads as ``other``), and it is not a model call."""
+    attributes = span.attributes
+    declared = attributes.get(_STAGE_KEY)
+    if declared is None:
+        return not _is_unstaged_model_call(attributes)
+    return declared == _ROOT_STAGE or declared not in _STAGES
+
+
+def wrapped_by_sibling(
+    ordered: Sequence[Span], first: int, start: int, end: int, cursor: int
+) -> bool:
+    """Whether a sibling from ``ordered[first:]`` (the leaf's siblings ending no later than it,
+    latest first) covers at least nine tenths of the leaf's stretch [start, end), the part of the
+    leaf before ``cursor`` (the parent's stretch not yet explained), and has a stage or spans
+    under it: a sibling that is itself a stage-less leaf explains no more than the leaf does.
+    (Indices, not a slice: the walk asks for every stage-less leaf it meets.)"""
+    length = end - start
+    for index in range(first, len(ordered)):
+        sibling = ordered[index]
+        sibling_end = sibling.end if sibling.end < cursor else cursor
+        if (sibling_end - start) * WRAPPED_DENOMINATOR < length * WRAPPED_NUMERATOR:
+            return False  # this sibling and the earlier-ending rest cover too little
+        sibling_start = sibling.start
+        if sibling_start >= cursor:
+            continue  # after the stretch explained so far, as the walk skips it
+        if not sibling.children and claims_no_stage(sibling):
+            continue
+        if sibling_start < start:
+            sibling_start = start
+        covered = (sibling_end if sibling_end < end else end) - sibling_start
+        if covered * WRAPPED_DENOMINATOR >= length * WRAPPED_NUMERATOR:
+            return True
+    return False
+
 
 @dataclass(slots=True)
 class _Frame:
@@ -450,13 +503,21 @@ def _walk_critical_path(
                 child_start = low
             if child_end <= child_start:
                 continue
+            leaf = not child.children
+            if (
+                leaf
+                and index < count
+                and claims_no_stage(child)
+                and wrapped_by_sibling(ordered, index, child_start, child_end, cursor)
+            ):
+                continue  # structure beside the work it wraps: passed over for that work
             if child_end < cursor:
                 if totals is None:
                     out.append((child_end, cursor, stage, name))
                 else:
                     totals[stage] = totals.get(stage, 0) + (cursor - child_end)
             cursor = child_start
-            if not child.children:
+            if leaf:
                 declared = child.attributes.get(_STAGE_KEY)
                 if declared is not None and declared != _LLM_STAGE:
                     # a leaf with a stage of its own (most children): what _enter would emit

@@ -84,6 +84,11 @@ enum Declared {
 
 const MODEL_OPERATIONS: [&str; 3] = ["chat", "text_completion", "generate_content"];
 
+/// A sibling covering at least this fraction of a stage-less leaf is what the leaf wraps
+/// (`breakdown.WRAPPED_NUMERATOR / WRAPPED_DENOMINATOR`, compared in integers as there).
+const WRAPPED_NUMERATOR: i128 = 9;
+const WRAPPED_DENOMINATOR: i128 = 10;
+
 impl Group {
     fn declared(&self, i: u32) -> Declared {
         match self.span(i).get(key::STAGE) {
@@ -99,6 +104,42 @@ impl Group {
         let operation = span.get(key::OPERATION_NAME).and_then(Value::as_str);
         operation.is_some_and(|op| MODEL_OPERATIONS.contains(&op))
             && (span.has(key::TIME_TO_FIRST_TOKEN) || span.has(key::TIME_TO_FIRST_CHUNK))
+    }
+
+    /// `breakdown.claims_no_stage`: the span's own time would be `other` or its parent's.
+    fn claims_no_stage(&self, i: u32) -> bool {
+        match self.declared(i) {
+            Declared::Unset => !self.is_unstaged_model_call(i),
+            Declared::Model => false,
+            Declared::Stage(stage) => stage == OTHER,
+        }
+    }
+
+    /// `breakdown.wrapped_by_sibling`: one of `siblings` (ending no later than the leaf, latest
+    /// first) covers at least nine tenths of the leaf's stretch [start, end), the part of the
+    /// leaf before `cursor`, and has a stage or spans under it.
+    fn wrapped_by_sibling(&self, siblings: &[u32], start: i64, end: i64, cursor: i64) -> bool {
+        let length = i128::from(end) - i128::from(start);
+        for &sibling in siblings {
+            let span = self.span(sibling);
+            let sibling_end = span.end.min(cursor);
+            if (i128::from(sibling_end) - i128::from(start)) * WRAPPED_DENOMINATOR
+                < length * WRAPPED_NUMERATOR
+            {
+                return false; // this sibling and the earlier-ending rest cover too little
+            }
+            if span.start >= cursor {
+                continue; // after the stretch explained so far, as the walk skips it
+            }
+            if self.children(sibling).is_empty() && self.claims_no_stage(sibling) {
+                continue;
+            }
+            let covered = i128::from(sibling_end.min(end)) - i128::from(span.start.max(start));
+            if covered * WRAPPED_DENOMINATOR >= length * WRAPPED_NUMERATOR {
+                return true;
+            }
+        }
+        false
     }
 
     pub fn is_model_call(&self, i: u32) -> bool {
@@ -376,6 +417,17 @@ impl Group {
                 let child_start = span.start.max(frame.low);
                 if child_end <= child_start {
                     continue;
+                }
+                if self.children(child).is_empty()
+                    && self.claims_no_stage(child)
+                    && self.wrapped_by_sibling(
+                        &frame.ordered[frame.next..],
+                        child_start,
+                        child_end,
+                        frame.cursor,
+                    )
+                {
+                    continue; // structure beside the work it wraps: passed over for that work
                 }
                 if child_end < frame.cursor {
                     out.push(Segment {

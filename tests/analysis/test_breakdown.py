@@ -260,15 +260,101 @@ def test_llama_cpp_body_timings_on_the_client_span_give_network() -> None:
     assert stages_ms(tree) == {"network": 20, "ttft": 100, "generation": 380}
 
 
+def _wrapper_beside_the_chain(wrapper: tuple[float, float], chain: tuple[float, float]) -> Tree:
+    """LangGraph's ``call_model`` recorded beside the model's chain it started (OpenInference,
+    OpenLLMetry): a stage-less leaf, ending last, that the chain covers almost wholly."""
+    tree = Tree()
+    root = tree.add("LangGraph", 0, 1000)
+    agent = tree.add("agent", 10, 990, parent=root)
+    tree.add("call_model", *wrapper, parent=agent)
+    sequence = tree.add("RunnableSequence", *chain, parent=agent)
+    tree.add(
+        "chat",
+        chain[0] + 5,
+        chain[1] - 5,
+        parent=sequence,
+        stage="ttft",
+        **{sc.TIME_TO_FIRST_TOKEN: 0.3},
+    )
+    tree.add("should_continue", 970, 980, parent=agent)
+    return tree
+
+
+def test_stage_less_leaf_a_sibling_covers_almost_wholly_is_passed_over_for_it() -> None:
+    tree = _wrapper_beside_the_chain((20, 960), (25, 955))
+    assert stages_ms(tree) == {"other": 80, "ttft": 300, "generation": 620}
+    # the wrapper's few uncovered instants are its parent's own time
+    assert "call_model" not in {s.span for s in critical_path(tree.trace())}
+
+
+def test_nine_tenths_covered_is_enough_and_less_is_not() -> None:
+    # the chain covers 846 of the wrapper's 940 ms (90%): passed over
+    passed = _wrapper_beside_the_chain((20, 960), (57, 903))
+    assert stages_ms(passed) == {"other": 164, "ttft": 300, "generation": 536}
+    # 845 of 940 ms: the wrapper ended last, and it takes its stretch
+    kept = _wrapper_beside_the_chain((20, 960), (57, 902))
+    assert stages_ms(kept) == {"other": 1000}
+
+
+@pytest.mark.parametrize(
+    ("sibling_stage", "expected"),
+    [
+        ("retrieval", {"other": 3, "retrieval": 97}),
+        # a stage-less leaf explains no more than the wrapper does
+        (None, {"other": 100}),
+    ],
+)
+def test_only_a_sibling_with_a_stage_or_spans_under_it_explains_a_wrapper(
+    sibling_stage: str | None, expected: dict[str, float]
+) -> None:
+    tree = Tree()
+    root = tree.add("request", 0, 100)
+    tree.add("wrapper", 0, 100, parent=root, stage="other")
+    tree.add("search", 2, 99, parent=root, stage=sibling_stage)
+    assert stages_ms(tree) == expected
+
+
+def test_stage_less_span_with_spans_under_it_keeps_its_stretch() -> None:
+    tree = Tree()
+    root = tree.add("request", 0, 100)
+    wrapper = tree.add("wrapper", 0, 100, parent=root)
+    tree.add("format", 90, 100, parent=wrapper, stage="postprocess")
+    tree.add("search", 2, 99, parent=root, stage="retrieval")
+    assert stages_ms(tree) == {"other": 90, "postprocess": 10}
+
+
+def test_a_model_call_is_never_passed_over_as_a_wrapper() -> None:
+    tree = Tree()
+    root = tree.add("request", 0, 100)
+    tree.add(
+        "chat",
+        0,
+        100,
+        parent=root,
+        **{sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT, sc.TIME_TO_FIRST_TOKEN: 0.04},
+    )
+    tree.add("search", 2, 99, parent=root, stage="retrieval")
+    assert stages_ms(tree) == {"ttft": 40, "generation": 60}
+
+
 def _random_tree(rng: random.Random) -> Tree:
     """A root and up to 12 spans nested at random, overlapping or not, some outliving their
     parent: stages of their own, none (inherited), unknown names, model calls declared by stage or
-    by operation, with first-token times, HTTP phases and server timings or without."""
+    by operation, with first-token times, HTTP phases and server timings or without, and stage-less
+    leaves around another span, as wide as it or a little or much wider."""
     tree = Tree()
     root_end = rng.uniform(50, 500)
     root_stage = rng.choice([None, "retrieval", sc.LLM_STAGE])
     spans = [(tree.add("root", 0, root_end, stage=root_stage), 0.0, root_end)]
+    parents: dict[str, str] = {}
     for number in range(rng.randint(0, 12)):
+        if len(spans) > 1 and rng.random() < 0.15:
+            wrapped, low, high = rng.choice(spans[1:])
+            start = low - rng.choice([0.0, 0.5, 20.0])
+            end = high + rng.choice([0.0, 0.5, 20.0])
+            wrapper = tree.add(f"s{number}", start, end, parent=parents[wrapped])
+            parents[wrapper] = parents[wrapped]
+            continue
         parent, low, high = rng.choice(spans)
         start = rng.uniform(low, high)
         end = start + rng.uniform(0, (high - low) * 1.2)
@@ -291,7 +377,9 @@ def _random_tree(rng: random.Random) -> Tree:
                 attributes[sc.HTTP_REQUEST_SENT] = rng.uniform(0, seconds / 4)
             if rng.random() < 0.3:
                 attributes[sc.SERVER_QUEUE_TIME] = rng.uniform(0, seconds / 2)
-        spans.append((tree.add(f"s{number}", start, end, parent=parent, **attributes), start, end))
+        span = tree.add(f"s{number}", start, end, parent=parent, **attributes)
+        parents[span] = parent
+        spans.append((span, start, end))
     return tree
 
 

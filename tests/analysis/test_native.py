@@ -28,7 +28,8 @@ STAGES = ["queue", "retrieval", "rerank", "prompt", "tool", "postprocess", "embe
 class TraceWriter:
     """Random traces of the shapes llmtrace records: nested and parallel spans, model calls with
     and without first-token times, HTTP phases, joined vLLM and llmtrace server spans on a skewed
-    clock, reported server timings, bench runs and warm-up, orphans, open spans."""
+    clock, reported server timings, bench runs and warm-up, orphans, open spans, stage-less
+    wrappers recorded beside the work they started."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -132,6 +133,15 @@ class TraceWriter:
             child_end = min(child_start + length, end + rng.choice([0, 0, 5 * MS]))
             if rng.random() < 0.2:
                 child_start = start + rng.randint(0, max(1, (end - start) // MS)) * MS  # parallel
+            if rng.random() < 0.15 and child_end > child_start:
+                # a function run recorded beside the work it started (LangGraph's call_model
+                # under OpenInference): a stage-less leaf a little wider, or much wider, than it
+                before = rng.choice([0, 1, 2, 30]) * MS
+                after = rng.choice([0, 1, 2, 30]) * MS
+                wrapper = {"llmtrace__stage": "other"} if rng.random() < 0.5 else {}
+                self._span(
+                    trace, parent, "call_model", child_start - before, child_end + after, **wrapper
+                )
             if rng.random() < 0.25:
                 self.model_call(trace, parent, child_start, child_end)
             else:

@@ -25,7 +25,6 @@ import functools
 import gzip
 import json
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, TypedDict
 from urllib.parse import unquote
@@ -45,10 +44,16 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.trace import StatusCode
 
 from llmtrace import semconv
-from llmtrace.analysis.report import Report, build_report
-from llmtrace.analysis.sources import load_traces
 from llmtrace.instrumentation import registry
-from llmtrace.sdk.exporters.otlp_json import encode_request
+from tests.frameworks.langchain_support import (
+    assert_bottleneck,
+    assert_tree,
+    by_trace,
+    chat_model,
+    langchain_traced,
+    one,
+    report_of,
+)
 from tests.frameworks.timing import (
     CONCURRENT_DELIVERY_BOUND,
     CONCURRENT_LATE_BOUND,
@@ -70,17 +75,9 @@ TEXTS = [
 
 @pytest.fixture
 def traced() -> Iterator[None]:
-    """LangChain (and thread) instrumentation for the test; afterwards no run is left in flight
-    and no span is left current in the caller."""
-    registry.instrument(["langchain", "threading"])
-    handler = registry._active["langchain"].handler
-    try:
+    """LangChain (and thread) instrumentation for the test, checked for runs left in flight."""
+    with langchain_traced():
         yield
-        assert handler._runs == {}
-        assert handler._model_ended == {}
-        assert not otel_trace.get_current_span().get_span_context().is_valid
-    finally:
-        registry.uninstrument(["langchain", "threading"])
 
 
 class SlowEmbedding(DeterministicFakeEmbedding):
@@ -100,23 +97,6 @@ def _retriever(delay: float = RETRIEVAL_DELAY) -> Any:
     return store.as_retriever(search_kwargs={"k": 2})
 
 
-def _model(model_server: Any, **kwargs: Any) -> ChatOpenAI:
-    model = ChatOpenAI(
-        model="sim-model-1",
-        base_url=model_server.base_url,
-        api_key="k",
-        streaming=True,
-        max_retries=0,
-        # Its own async connections: LangChain shares one per base URL, bound to the event loop
-        # of its first use, and each test runs its own loop.
-        http_async_client=openai.DefaultAsyncHttpxClient(),
-        **kwargs,
-    )
-    # The first request of a client pays for connecting and lazy imports: not the model's TTFT.
-    model.invoke("warm up")
-    return model
-
-
 def _rag_chain(
     model_server: Any, model: Any = None, retrieval_delay: float = RETRIEVAL_DELAY
 ) -> Any:
@@ -129,7 +109,7 @@ def _rag_chain(
     return (
         {"context": context, "question": RunnablePassthrough()}
         | prompt
-        | (model if model is not None else _model(model_server))
+        | (model if model is not None else chat_model(model_server))
         | StrOutputParser()
     )
 
@@ -139,35 +119,6 @@ def _rag_chain_without_warm_up(model_server: Any) -> Any:
         model="sim-model-1", base_url=model_server.base_url, api_key="k", max_retries=0
     )
     return _rag_chain(model_server, model, retrieval_delay=0.0)
-
-
-def _by_trace(spans: Any) -> dict[int, list[Any]]:
-    traces: dict[int, list[Any]] = defaultdict(list)
-    for span in spans.get_finished_spans():
-        traces[span.context.trace_id].append(span)
-    return dict(traces)
-
-
-def _report(spans: Any, tmp_path: Any) -> Report:
-    path = tmp_path / "traces.jsonl"
-    path.write_text(json.dumps(encode_request(spans.get_finished_spans())) + "\n")
-    return build_report(load_traces(str(path)))
-
-
-def _one(trace: list[Any], name: str) -> Any:
-    matches = [span for span in trace if span.name == name]
-    assert len(matches) == 1, (name, [span.name for span in trace])
-    return matches[0]
-
-
-def _assert_tree(trace: list[Any]) -> Any:
-    """One root; every other span's parent is in the trace. Returns the root."""
-    ids = {span.context.span_id for span in trace}
-    roots = [span for span in trace if span.parent is None]
-    assert len(roots) == 1, [span.name for span in roots]
-    for span in trace:
-        assert span.parent is None or span.parent.span_id in ids, span.name
-    return roots[0]
 
 
 def _assert_model_span(trace: list[Any], model_server: Any = None) -> Any:
@@ -194,24 +145,18 @@ def _assert_concurrent_ttft(models: list[Any], model_server: Any, delay: float) 
 
 
 def _assert_rag_trace(trace: list[Any], model_server: Any) -> None:
-    root = _assert_tree(trace)
+    root = assert_tree(trace)
     assert root.name == "RunnableSequence"
     assert root.attributes[semconv.STAGE] == "other"
-    retrieval = _one(trace, "retrieval InMemoryVectorStore")
+    retrieval = one(trace, "retrieval InMemoryVectorStore")
     assert retrieval.attributes[semconv.STAGE] == "retrieval"
     assert retrieval.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
     assert retrieval.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == "InMemoryVectorStore"
     assert retrieval.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
     assert retrieval.attributes[semconv.RETRIEVAL_RETURNED] == 2
-    assert _one(trace, "ChatPromptTemplate").attributes[semconv.STAGE] == "prompt"
-    assert _one(trace, "StrOutputParser").attributes[semconv.STAGE] == "postprocess"
+    assert one(trace, "ChatPromptTemplate").attributes[semconv.STAGE] == "prompt"
+    assert one(trace, "StrOutputParser").attributes[semconv.STAGE] == "postprocess"
     _assert_model_span(trace, model_server)
-
-
-def _assert_bottleneck(report: Report, stage: str, seconds: float) -> None:
-    assert report.bottleneck is not None and report.bottleneck.stage == stage
-    mean = report.stages[stage].distribution.mean
-    assert abs(mean - seconds) <= 0.1 * seconds, mean
 
 
 def test_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tmp_path):
@@ -219,9 +164,9 @@ def test_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tm
     chain = _rag_chain(model_server)
     spans.clear()
     assert chain.invoke("How long does the battery last?") == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
+    (trace,) = by_trace(spans).values()
     _assert_rag_trace(trace, model_server)
-    _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
+    assert_bottleneck(report_of(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
 
 
 def test_streamed_rag_chain_is_one_trace_with_every_stage(model_server, spans, traced, tmp_path):
@@ -229,9 +174,9 @@ def test_streamed_rag_chain_is_one_trace_with_every_stage(model_server, spans, t
     chain = _rag_chain(model_server)
     spans.clear()
     assert "".join(chain.stream("How much is the hub?")) == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
+    (trace,) = by_trace(spans).values()
     _assert_rag_trace(trace, model_server)
-    _assert_bottleneck(_report(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
+    assert_bottleneck(report_of(spans, tmp_path), "retrieval", RETRIEVAL_DELAY)
 
 
 @tool
@@ -257,7 +202,7 @@ class AgentState(TypedDict, total=False):
 
 
 def _agent_graph(model_server: Any) -> Any:
-    model = _model(model_server)
+    model = chat_model(model_server)
 
     def tools(state: AgentState) -> AgentState:
         return {"facts": [look_up_order.invoke({"order_id": "42"}), look_up_stock.invoke("hub")]}
@@ -280,31 +225,31 @@ def test_langgraph_agent_with_two_tool_calls_is_one_trace(model_server, spans, t
     agent = _agent_graph(model_server)
     spans.clear()
     assert agent.invoke({"question": "Where is my order?"})["answer"] == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.name == "invoke_agent support_agent"
     assert root.attributes[semconv.GEN_AI_OPERATION_NAME] == "invoke_agent"
     assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "support_agent"
-    tools_node = _one(trace, "tools")
+    tools_node = one(trace, "tools")
     assert tools_node.attributes[semconv.STAGE] == "other"
     assert tools_node.parent.span_id == root.context.span_id
     for name in ("look_up_order", "look_up_stock"):
-        span = _one(trace, f"execute_tool {name}")
+        span = one(trace, f"execute_tool {name}")
         assert span.attributes[semconv.STAGE] == "tool"
         assert span.attributes[semconv.GEN_AI_TOOL_NAME] == name
         assert span.parent.span_id == tools_node.context.span_id
-    database = _one(trace, "orders database")
-    assert database.parent.span_id == _one(trace, "execute_tool look_up_order").context.span_id
+    database = one(trace, "orders database")
+    assert database.parent.span_id == one(trace, "execute_tool look_up_order").context.span_id
     chat = _assert_model_span(trace, model_server)
-    assert chat.parent.span_id == _one(trace, "answer").context.span_id
-    _assert_bottleneck(_report(spans, tmp_path), "tool", 2 * TOOL_DELAY)
+    assert chat.parent.span_id == one(trace, "answer").context.span_id
+    assert_bottleneck(report_of(spans, tmp_path), "tool", 2 * TOOL_DELAY)
 
 
 def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
     model_server, spans, traced, tmp_path
 ):
     model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.002)
-    model = _model(model_server)
+    model = chat_model(model_server)
 
     async def fast(state: AgentState) -> AgentState:
         await asyncio.sleep(0.05)
@@ -335,20 +280,20 @@ def test_async_graph_with_parallel_branches_keeps_one_trace_per_request(
 
     results = asyncio.run(main())
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
-    traces = _by_trace(spans)
+    traces = by_trace(spans)
     assert len(traces) == 3
     models = []
     for spans_of_trace in traces.values():
-        root = _assert_tree(spans_of_trace)
+        root = assert_tree(spans_of_trace)
         assert root.name == "LangGraph"
         for name in ("fast", "slow", "answer"):
-            node = _one(spans_of_trace, name)
+            node = one(spans_of_trace, name)
             assert node.attributes[semconv.STAGE] == "other"
             assert node.parent.span_id == root.context.span_id
         models.append(_assert_model_span(spans_of_trace))
     # Three streams share one event loop (and the GIL with the in-process model server).
     _assert_concurrent_ttft(models, model_server, FIRST_TOKEN)
-    report = _report(spans, tmp_path)
+    report = report_of(spans, tmp_path)
     # the slow branch (0.3 s, stage other) is on the critical path; the fast one is not
     assert report.bottleneck is not None and report.bottleneck.stage == "other"
     assert report.stages["ttft"].distribution.mean >= FIRST_TOKEN
@@ -358,23 +303,23 @@ def test_runnable_parallel_and_batch_give_one_trace_per_input(
     model_server, spans, traced, tmp_path
 ):
     model_server.configure(first_token_delay=0.4, token_delay=0.002)
-    model = _model(model_server)
+    model = chat_model(model_server)
     chain = RunnableParallel(answer=model | StrOutputParser(), context=_retriever(delay=0.05))
     model.batch(["warm up"] * 3)  # one connection per concurrent request
     spans.clear()
     results = chain.batch(["a", "b", "c"])
     assert [result["answer"] for result in results] == ["Hello, world!"] * 3
-    traces = _by_trace(spans)
+    traces = by_trace(spans)
     assert len(traces) == 3
     models = []
     for spans_of_trace in traces.values():
-        root = _assert_tree(spans_of_trace)
+        root = assert_tree(spans_of_trace)
         assert root.name == "RunnableParallel<answer,context>"
-        _one(spans_of_trace, "retrieval InMemoryVectorStore")
-        models.append(_one(spans_of_trace, "chat sim-model-1"))
+        one(spans_of_trace, "retrieval InMemoryVectorStore")
+        models.append(one(spans_of_trace, "chat sim-model-1"))
     _assert_concurrent_ttft(models, model_server, 0.4)  # (three threads)
-    report = _report(spans, tmp_path)
-    _assert_bottleneck(report, "ttft", 0.4)
+    report = report_of(spans, tmp_path)
+    assert_bottleneck(report, "ttft", 0.4)
 
 
 async def _warm_then(call: Any, spans: Any) -> Any:
@@ -395,7 +340,7 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
     model_server.configure(first_token_delay=0.3, token_delay=0.002)
     registry.instrument(["openai"])
     try:
-        chain = _model(model_server, stream_usage=True) | StrOutputParser()
+        chain = chat_model(model_server, stream_usage=True) | StrOutputParser()
         spans.clear()
         if call == "invoke":
             answer = chain.invoke("hi")
@@ -408,8 +353,8 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
         assert answer == "Hello, world!"
     finally:
         registry.uninstrument(["openai"])
-    (trace,) = _by_trace(spans).values()
-    _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    assert_tree(trace)
     model_calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
     (provider,) = model_calls
     (langchain,) = [span for span in trace if span.name == "chat sim-model-1" and span != provider]
@@ -419,12 +364,12 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
     assert semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in langchain.attributes
     # The span closest to the wire owns TTFT, and is held to the same precision.
     assert_ttft([provider], chat_requests(model_server), 0.3)
-    report = _report(spans, tmp_path)
+    report = report_of(spans, tmp_path)
     assert sum(usage.calls for usage in report.models.values()) == 1
     # The report's TTFT is the provider span's, which holds the request's preparation too
     # (15-80 ms, more when other work holds the CPU; held above to the server's send times, not
     # here to its nominal delay).
-    _assert_bottleneck(report, "ttft", provider.attributes[semconv.TIME_TO_FIRST_TOKEN])
+    assert_bottleneck(report, "ttft", provider.attributes[semconv.TIME_TO_FIRST_TOKEN])
 
 
 def test_failing_tool_ends_every_span_with_the_error(model_server, spans, traced):
@@ -437,9 +382,9 @@ def test_failing_tool_ends_every_span_with_the_error(model_server, spans, traced
     spans.clear()
     with pytest.raises(RuntimeError, match="tool failed"):
         chain.invoke("x")
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
-    tool_span = _one(trace, "execute_tool broken")
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
+    tool_span = one(trace, "execute_tool broken")
     assert tool_span.attributes[semconv.ERROR_TYPE] == "RuntimeError"
     assert root.attributes[semconv.ERROR_TYPE] == "RuntimeError"
     assert len({span.context.span_id for span in trace}) == len(trace)
@@ -451,30 +396,30 @@ def test_failing_model_call_ends_every_span_with_the_error(model_server, spans, 
     spans.clear()
     with pytest.raises(openai.InternalServerError) as raised:
         chain.invoke("x")
-    (trace_spans,) = _by_trace(spans).values()
-    root = _assert_tree(trace_spans)
-    chat = _one(trace_spans, "chat sim-model-1")
+    (trace_spans,) = by_trace(spans).values()
+    root = assert_tree(trace_spans)
+    chat = one(trace_spans, "chat sim-model-1")
     assert chat.status.status_code == StatusCode.ERROR
     assert chat.attributes[semconv.ERROR_TYPE] == raised.type.__qualname__
     assert root.status.status_code == StatusCode.ERROR
     # the steps before the failure ended well
-    assert _one(trace_spans, "ChatPromptTemplate").status.status_code == StatusCode.OK
+    assert one(trace_spans, "ChatPromptTemplate").status.status_code == StatusCode.OK
 
 
 def test_stream_closed_early_ends_every_span_once(model_server, spans, traced):
     model_server.configure(first_token_delay=0.01, token_delay=0.01)
-    chain = _model(model_server) | StrOutputParser()
+    chain = chat_model(model_server) | StrOutputParser()
     spans.clear()
     stream = chain.stream("hi")
     assert "Hello" in (next(stream), next(stream))  # (a role-only chunk may come first)
     stream.close()
-    (trace_spans,) = _by_trace(spans).values()
-    root = _assert_tree(trace_spans)
+    (trace_spans,) = by_trace(spans).values()
+    root = assert_tree(trace_spans)
     assert root.name == "RunnableSequence"
-    chat = _one(trace_spans, "chat sim-model-1")
+    chat = one(trace_spans, "chat sim-model-1")
     # LangChain ends a stream closed by its consumer as a completed run, and so does its span.
     assert chat.attributes[semconv.STREAM_END] in ("completed", "closed")
-    _one(trace_spans, "StrOutputParser")
+    one(trace_spans, "StrOutputParser")
     assert len({span.context.span_id for span in trace_spans}) == len(trace_spans)
 
 

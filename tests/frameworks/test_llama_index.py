@@ -66,14 +66,14 @@ from llmtrace import semconv
 from llmtrace.analysis.sources import load_traces
 from llmtrace.instrumentation import registry
 from llmtrace.sdk.gate import is_wrapped_by_llmtrace
-from tests.frameworks.test_langchain import (
-    TEXTS,
-    _assert_bottleneck,
-    _assert_tree,
-    _by_trace,
-    _one,
-    _report,
+from tests.frameworks.langchain_support import (
+    assert_bottleneck,
+    assert_tree,
+    by_trace,
+    one,
+    report_of,
 )
+from tests.frameworks.test_langchain import TEXTS
 from tests.frameworks.timing import assert_ttft, chat_requests
 from tests.servers.fixtures import RECORDED, cassettes, sse_events
 from tests.subprocesses import run_instrumented_app
@@ -169,7 +169,7 @@ def _child_of(span: Any, parent: Any) -> None:
 
 def _assert_rerank(trace: list[Any], reranker: str, root: Any) -> Any:
     """The reranker's span, under the query: two candidates in, the top one out."""
-    rerank = _one(trace, f"rerank {reranker}")
+    rerank = one(trace, f"rerank {reranker}")
     assert rerank.attributes[semconv.STAGE] == "rerank"
     assert rerank.attributes[semconv.RERANK_INPUT_COUNT] == 2
     assert rerank.attributes[semconv.RERANK_TOP_N] == 1
@@ -180,26 +180,26 @@ def _assert_rerank(trace: list[Any], reranker: str, root: Any) -> Any:
 
 def _assert_query_trace(trace: list[Any], streamed: bool, model_server: Any) -> Any:
     """The query engine's trace: every span, its stage and its parent. Returns the model span."""
-    root = _assert_tree(trace)
+    root = assert_tree(trace)
     assert root.name == "RetrieverQueryEngine"
     assert root.attributes[semconv.STAGE] == "other"
-    retrieval = _one(trace, "retrieval SimpleVectorStore")
+    retrieval = one(trace, "retrieval SimpleVectorStore")
     assert retrieval.attributes[semconv.STAGE] == "retrieval"
     assert retrieval.attributes[semconv.GEN_AI_OPERATION_NAME] == "retrieval"
     assert retrieval.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == "SimpleVectorStore"
     assert retrieval.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
     assert retrieval.attributes[semconv.RETRIEVAL_RETURNED] == 2
     _child_of(retrieval, root)
-    embedding = _one(trace, "embeddings text-embedding-3-small")
+    embedding = one(trace, "embeddings text-embedding-3-small")
     assert embedding.attributes[semconv.STAGE] == "embedding"
     assert embedding.attributes[semconv.GEN_AI_OPERATION_NAME] == "embeddings"
     assert embedding.attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == 8
     _child_of(embedding, retrieval)
     _assert_rerank(trace, "SlowReranker", root)
-    synthesizer = _one(trace, "CompactAndRefine")
+    synthesizer = one(trace, "CompactAndRefine")
     assert synthesizer.attributes[semconv.STAGE] == "postprocess"
     _child_of(synthesizer, root)
-    model = _one(trace, MODEL)
+    model = one(trace, MODEL)
     attributes = model.attributes
     assert model.kind == otel_trace.SpanKind.CLIENT
     assert attributes[semconv.STAGE] == "ttft"
@@ -235,9 +235,9 @@ def test_query_engine_is_one_trace_with_every_stage(
     engine = _query_engine(model_server, streaming=streaming)
     spans.clear()
     assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
+    (trace,) = by_trace(spans).values()
     _assert_query_trace(trace, streaming, model_server)
-    _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
+    assert_bottleneck(report_of(spans, tmp_path), "rerank", RERANK_DELAY)
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
@@ -253,9 +253,9 @@ def test_async_query_engine_is_one_trace_with_every_stage(
         return await _aread(await engine.aquery("How much is the hub?"))
 
     assert asyncio.run(main()) == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
+    (trace,) = by_trace(spans).values()
     _assert_query_trace(trace, streaming, model_server)
-    _assert_bottleneck(_report(spans, tmp_path), "rerank", RERANK_DELAY)
+    assert_bottleneck(report_of(spans, tmp_path), "rerank", RERANK_DELAY)
 
 
 def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
@@ -275,9 +275,9 @@ def test_slow_first_token_is_the_bottleneck_of_a_streamed_query(
         assert _read(engine.query("How long does the battery last?")) == "Hello, world!"
     models = [s for s in spans.get_finished_spans() if s.name == MODEL]
     assert_ttft(models, chat_requests(model_server, 5), 1.0, delivery_bound=0.01)
-    assert len(_by_trace(spans)) == 5
-    report = _report(spans, tmp_path)
-    _assert_bottleneck(report, "ttft", 1.0)
+    assert len(by_trace(spans)) == 5
+    report = report_of(spans, tmp_path)
+    assert_bottleneck(report, "ttft", 1.0)
     assert abs(report.stages["rerank"].distribution.mean - 0.05) <= 0.1 * 0.05 + 0.002
 
 
@@ -306,12 +306,12 @@ def test_llm_reranker_is_a_rerank_span_with_its_model_call(
         engine.query("warm up")
         spans.clear()
         engine.query("How long does the battery last?")
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     rerank = _assert_rerank(trace, "LLMRerank", root)
     ranking, answer = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
     _child_of(ranking, rerank)
-    _child_of(answer, _one(trace, "CompactAndRefine"))
+    _child_of(answer, one(trace, "CompactAndRefine"))
 
 
 # --- one model span per call ------------------------------------------------------------------
@@ -341,9 +341,9 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
         assert answer == "Hello, world!"
     finally:
         registry.uninstrument(["litellm", "openai"])
-    (trace,) = _by_trace(spans).values()
-    _assert_tree(trace)
-    framework = _one(trace, MODEL)
+    (trace,) = by_trace(spans).values()
+    assert_tree(trace)
+    framework = one(trace, MODEL)
     model_calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
     (provider,) = model_calls
     assert provider is not framework
@@ -361,23 +361,23 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
     )
     _child_of(provider_embedding, llama_embedding)
     assert provider_embedding.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == 10
-    report = _report(spans, tmp_path)
+    report = report_of(spans, tmp_path)
     assert sum(usage.calls for usage in report.models.values()) == 1
-    _assert_bottleneck(report, "ttft", 0.8)
+    assert_bottleneck(report, "ttft", 0.8)
 
 
 # --- concurrency --------------------------------------------------------------------------------
 
 
 def _assert_one_query_per_trace(spans: Any, count: int) -> None:
-    traces = _by_trace(spans)
+    traces = by_trace(spans)
     assert len(traces) == count
     for trace in traces.values():
-        root = _assert_tree(trace)
+        root = assert_tree(trace)
         assert root.name == "RetrieverQueryEngine"
         for name in ("retrieval SimpleVectorStore", "rerank SlowReranker", "CompactAndRefine"):
-            _child_of(_one(trace, name), root)
-        _child_of(_one(trace, MODEL), _one(trace, "CompactAndRefine"))
+            _child_of(one(trace, name), root)
+        _child_of(one(trace, MODEL), one(trace, "CompactAndRefine"))
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
@@ -460,22 +460,22 @@ def test_agent_workflow_with_two_tools_is_one_trace(model_server, spans, traced,
         return await agent.run(question="Where is my order?")
 
     assert asyncio.run(main()) == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.name == "invoke_agent SupportAgent"
     assert root.attributes[semconv.GEN_AI_OPERATION_NAME] == "invoke_agent"
     assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "SupportAgent"
-    step_span = _one(trace, "answer")
+    step_span = one(trace, "answer")
     assert step_span.attributes[semconv.STAGE] == "other"
     _child_of(step_span, root)
     for name in ("look_up_order", "look_up_stock"):
-        tool = _one(trace, f"execute_tool {name}")
+        tool = one(trace, f"execute_tool {name}")
         assert tool.attributes[semconv.STAGE] == "tool"
         assert tool.attributes[semconv.GEN_AI_TOOL_NAME] == name
         _child_of(tool, step_span)
-    _child_of(_one(trace, "orders database"), _one(trace, "execute_tool look_up_order"))
-    _child_of(_one(trace, MODEL), step_span)
-    _assert_bottleneck(_report(spans, tmp_path), "tool", 2 * TOOL_DELAY)
+    _child_of(one(trace, "orders database"), one(trace, "execute_tool look_up_order"))
+    _child_of(one(trace, MODEL), step_span)
+    assert_bottleneck(report_of(spans, tmp_path), "tool", 2 * TOOL_DELAY)
 
 
 def test_completion_sent_as_a_chat_is_one_model_span(model_server, spans, traced):
@@ -504,10 +504,10 @@ def test_streamed_chat_engine_answer_is_one_trace(model_server, spans, traced):
     "".join(engine.stream_chat("warm up").response_gen)
     spans.clear()
     assert "".join(engine.stream_chat("hi").response_gen) == "Hello, world!"
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.name == "SimpleChatEngine"
-    model = _one(trace, MODEL)
+    model = one(trace, MODEL)
     _child_of(model, root)
     assert model.attributes[semconv.STREAM_END] == "completed"
 
@@ -537,13 +537,13 @@ def test_react_agent_calling_a_tool_is_one_trace(model_server, spans, traced, tm
         return await agent.run(user_msg="Where is my order?")
 
     assert str(asyncio.run(main())) == "Order 42 shipped."
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.name == "invoke_agent ReActAgent"
     assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "ReActAgent"
-    tool = _one(trace, "execute_tool look_up_order")
+    tool = one(trace, "execute_tool look_up_order")
     assert tool.attributes[semconv.STAGE] == "tool"
-    _child_of(tool, _one(trace, "call_tool"))
+    _child_of(tool, one(trace, "call_tool"))
     models = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
     assert len(models) == 2
     for model in models:
@@ -554,7 +554,7 @@ def test_react_agent_calling_a_tool_is_one_trace(model_server, spans, traced, tm
         for step_span in (s for s in trace if s.name == step_name):
             assert step_span.attributes[semconv.STAGE] == "other"
             _child_of(step_span, root)
-    _assert_bottleneck(_report(spans, tmp_path), "tool", 0.5)
+    assert_bottleneck(report_of(spans, tmp_path), "tool", 0.5)
 
 
 # --- failures, early ends, on and off --------------------------------------------------------------
@@ -566,8 +566,8 @@ def test_failing_query_ends_every_span_with_the_error(model_server, spans, trace
     spans.clear()
     with pytest.raises(Exception) as raised:
         engine.query("x")
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert {span.name for span in trace} == {
         "RetrieverQueryEngine",
         "retrieval SimpleVectorStore",
@@ -602,12 +602,12 @@ def test_stream_failing_mid_way_ends_the_query_with_the_error(model_server, span
     response = engine.query("x")
     with pytest.raises(Exception) as raised:
         _read(response)
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
-    model = _one(trace, MODEL)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
+    model = one(trace, MODEL)
     assert model.attributes[semconv.STREAM_END] == "error"
     assert semconv.TIME_TO_FIRST_TOKEN in model.attributes
-    for span in (model, _one(trace, "CompactAndRefine"), root):
+    for span in (model, one(trace, "CompactAndRefine"), root):
         assert span.status.status_code == StatusCode.ERROR, span.name
         assert span.attributes[semconv.ERROR_TYPE] == type(raised.value).__qualname__
 
@@ -620,13 +620,13 @@ def test_streamed_query_read_in_part_and_dropped_ends_every_span_once(model_serv
     spans.clear()
     response = engine.query("hi")
     assert "a" in (next(response.response_gen), next(response.response_gen))  # ("" may come first)
-    assert _by_trace(spans) != {}  # retrieval and rerank ended; the rest waits for the stream
+    assert by_trace(spans) != {}  # retrieval and rerank ended; the rest waits for the stream
     del response
     gc.collect()
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.name == "RetrieverQueryEngine"
-    model = _one(trace, MODEL)
+    model = one(trace, MODEL)
     assert model.attributes[semconv.STREAM_END] in ("closed", "abandoned")
     assert semconv.TIME_TO_FIRST_TOKEN in model.attributes
     assert len(trace) == 6
@@ -638,8 +638,8 @@ def test_streamed_query_never_read_ends_its_spans_when_dropped(model_server, spa
     response = engine.query("hi")
     del response
     gc.collect()
-    (trace,) = _by_trace(spans).values()
-    root = _assert_tree(trace)
+    (trace,) = by_trace(spans).values()
+    root = assert_tree(trace)
     assert root.attributes[semconv.STREAM_END] == "abandoned"
     assert {span.name for span in trace} == {
         "RetrieverQueryEngine",

@@ -15,6 +15,9 @@ when the last token would have been.
 Endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``, ``/v1/responses``
 (OpenAI), ``/v1/messages`` (Anthropic); streamed or not, with or without the usage chunk
 (``stream_options.include_usage``); ``status`` >= 400 answers with the provider's error body.
+With ``tool_call`` set, a chat completion that offers tools and does not end with a tool's result
+is answered with a call of that tool (its first fragment at the first-token deadline, then the
+arguments), so an agent's loop runs: model, tool, model.
 Any other path answers ``{"ok": true}`` (a downstream service for propagation tests).
 ``play_cassette(interaction)`` answers every request with one recorded interaction instead
 (gzip bodies served compressed, as recorded; server-sent events, NDJSON lines and AWS event-stream
@@ -67,6 +70,9 @@ class Behaviour:
     model: str = "sim-model-1"
     status: int = 200
     error_message: str = "simulated failure"
+    # (tool name, JSON arguments): the call a chat completion offering tools answers with, until
+    # the conversation ends with a tool's result (see the module docstring); None: always text.
+    tool_call: tuple[str, str] | None = None
     # Cut the connection after this many content chunks (a stream failing mid-way); None: never.
     fail_after_chunks: int | None = None
     # Send each response in one write once it is complete (the delays still pass first): the
@@ -87,6 +93,8 @@ class RecordedRequest:
     arrived_at: float
     # When the first token left the server: the scheduling overshoot of its sleep is visible.
     first_token_sent_at: float | None = None
+    # When the last one did: with the first, the generation the server really took.
+    last_token_sent_at: float | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -369,16 +377,20 @@ class ModelServer:
         return f"{prefix}-sim-{self._counter}"
 
     async def _emit_tokens(
-        self, request: RecordedRequest, send: Callable[[int, str], Awaitable[None]]
+        self,
+        request: RecordedRequest,
+        send: Callable[[int, str], Awaitable[None]],
+        tokens: list[str] | None = None,
     ) -> None:
         b = self.behaviour
         deadline = request.arrived_at + b.first_token_delay
-        for index, token in enumerate(b.tokens):
+        for index, token in enumerate(b.tokens if tokens is None else tokens):
             if b.fail_after_chunks is not None and index >= b.fail_after_chunks:
                 raise _Abort()
             await _sleep_until(deadline)
             if index == 0:
                 request.first_token_sent_at = time.monotonic()
+            request.last_token_sent_at = time.monotonic()
             await send(index, token)
             deadline = max(deadline, time.monotonic()) + b.token_delay
 
@@ -413,6 +425,14 @@ class ModelServer:
     async def _completion(self, request: RecordedRequest, body: Any, reply: _Reply) -> None:
         await self._openai_text(request, body, reply, chat=False)
 
+    def _tool_call_due(self, body: Any) -> tuple[str, str] | None:
+        """The tool call to answer a chat completion with (see ``Behaviour.tool_call``)."""
+        call = self.behaviour.tool_call
+        messages = body.get("messages") or [{}]
+        if call is None or not body.get("tools") or messages[-1].get("role") == "tool":
+            return None
+        return call
+
     async def _openai_text(
         self, request: RecordedRequest, body: Any, reply: _Reply, chat: bool
     ) -> None:
@@ -420,11 +440,21 @@ class ModelServer:
         response_id = self._next_id("chatcmpl" if chat else "cmpl")
         obj = "chat.completion" if chat else "text_completion"
         created = int(time.time())
+        tool_call = self._tool_call_due(body) if chat else None
+        call_id = self._next_id("call") if tool_call is not None else ""
+        finish_reason = "stop" if tool_call is None else "tool_calls"
         if not body.get("stream"):
             await self._whole_after_generation(request)
             text = "".join(b.tokens)
-            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
-            if chat:
+            choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason, "logprobs": None}
+            if tool_call is not None:
+                function = {"name": tool_call[0], "arguments": tool_call[1]}
+                choice["message"] = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+                }
+            elif chat:
                 choice["message"] = {"role": "assistant", "content": text}
             else:
                 choice["text"] = text
@@ -471,9 +501,22 @@ class ModelServer:
             )
             await reply.event(chunk(delta))
 
-        await self._emit_tokens(request, send)
+        async def send_call(index: int, arguments: str) -> None:
+            # the first fragment names the call, the next ones carry its arguments
+            fragment: dict[str, Any] = {"index": 0, "function": {"arguments": arguments}}
+            if index == 0:
+                assert tool_call is not None
+                fragment.update(id=call_id, type="function")
+                fragment["function"]["name"] = tool_call[0]
+            delta = {"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": None}
+            await reply.event(chunk(delta))
+
+        if tool_call is None:
+            await self._emit_tokens(request, send)
+        else:
+            await self._emit_tokens(request, send_call, ["", tool_call[1]])
         final = (
-            {"index": 0, "delta": {}, "finish_reason": "stop"}
+            {"index": 0, "delta": {}, "finish_reason": finish_reason}
             if chat
             else {"index": 0, "text": "", "finish_reason": "stop"}
         )

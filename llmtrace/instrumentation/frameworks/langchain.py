@@ -8,7 +8,12 @@ over ``register_configure_hook``: a hook registered there cannot be removed (``u
 must restore the original), and its context variable would have to be set in every thread.
 
 What becomes which span (each parented by ``parent_run_id`` through a map of the runs in flight,
-never by the ambient context alone; an entry leaves the map when its run ends or fails):
+never by the ambient context alone; an entry leaves the map when its run ends or fails). One
+correction: a run started from inside the step of a run *below* the parent LangChain names is
+put under that deeper run. LangGraph's node functions (``create_react_agent``'s ``call_model``,
+any node taking ``config``) hand on the config they were called with, which names the node, not
+the function's own run, as the parent: followed as given, the model's span would be a sibling of
+the function's span that called it (``LLMTraceCallbackHandler._calling_run``).
 
 - a chain or graph run: stage ``other``, named after the run (a top-level run with no current
   span is the trace's root); a LangGraph node is named after the node; a run whose name says
@@ -56,6 +61,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
@@ -84,6 +90,10 @@ _MAX_RUNS = 10_000
 _SKIPPED = object()
 
 _RUN_TYPE_STAGES = {"prompt": "prompt", "parser": "postprocess"}
+
+# How many runs up from the run whose step is running the search for the claimed parent goes (a
+# bound, not a depth met in practice: it only guards against a cycle of reused run ids).
+_MAX_ANCESTRY = 256
 
 
 class _UsageParser:
@@ -326,6 +336,8 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def __init__(self) -> None:
         super().__init__()
         self._runs: dict[UUID, Any] = {}
+        # Run id -> the run its span was started under, for the runs in flight that have one.
+        self._parents: dict[UUID, UUID] = {}
         # Parent run id -> when a model run under it last ended (unix ns); removed with the parent.
         self._model_ended: dict[UUID, int] = {}
 
@@ -338,6 +350,45 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
         if isinstance(entry, _PostprocessRun):
             return None
         return entry.span if isinstance(entry, _ModelRun) else entry
+
+    def _run_ids(self, kwargs: dict[str, Any]) -> tuple[UUID, UUID | None]:
+        """The run's id and the run it was started from (see :meth:`_calling_run`)."""
+        run_id, parent_run_id = _run_ids(kwargs)
+        if parent_run_id is None:
+            return run_id, None
+        try:
+            return run_id, self._calling_run(parent_run_id)
+        except Exception:
+            log_once(logger, "LangChain parent run lookup failed")
+            return run_id, parent_run_id
+
+    def _calling_run(self, claimed: UUID) -> UUID:
+        """The run a new run is started from: the run LangChain names as its parent, unless the
+        code that starts it runs inside the step of a run *under* that parent, which it then is.
+
+        LangGraph's ``RunnableCallable`` (the node functions of ``create_react_agent``, and any
+        node or task taking a ``config`` argument) starts a run of its own and hands the function
+        the config it was itself given, not its run's child config: every run the function starts
+        with that config (``model.invoke(messages, config)``) names the node as its parent, and
+        would be a sibling of the function's run that called it. The step a run's code executes
+        in is known for certain: LangChain and LangGraph both set the step's child config
+        (``var_child_runnable_config``) in the context copy they run the step in. A deeper run in
+        flight on the same line of descent is the more exact parent; a run that is not below the
+        claimed parent (another branch, a finished run) changes nothing."""
+        config = var_child_runnable_config.get()
+        if not config:
+            return claimed
+        running = getattr(config.get("callbacks"), "parent_run_id", None)
+        if running is None or running == claimed or running not in self._runs:
+            return claimed
+        ancestor = self._parents.get(running)
+        for _ in range(_MAX_ANCESTRY):
+            if ancestor is None:
+                return claimed
+            if ancestor == claimed:
+                return running  # type: ignore[no-any-return]
+            ancestor = self._parents.get(ancestor)
+        return claimed
 
     def _parent_context(self, parent_run_id: UUID | None) -> otel_context.Context | object | None:
         """The context to start a run's span in; ``_SKIPPED`` when the run is not traced."""
@@ -378,10 +429,13 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             attributes=attributes,
         )
         self._runs[run_id] = span
+        if parent_run_id is not None:
+            self._parents[run_id] = parent_run_id
         return span
 
     def _end(self, run_id: UUID, error: BaseException | None = None) -> Any:
         entry = self._runs.pop(run_id, None)
+        self._parents.pop(run_id, None)
         if entry is None or entry is _SKIPPED:
             return None
         # A model run that ended under this run is of no more use for its parsers' spans.
@@ -403,7 +457,7 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     # --- chains, graphs, prompts, parsers, agents ---------------------------------------------
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, **kwargs: Any) -> None:
-        run_id, parent_run_id = _run_ids(kwargs)
+        run_id, parent_run_id = self._run_ids(kwargs)
         metadata = kwargs.get("metadata")
         try:
             name = kwargs.get("name") or _serialized_name(serialized) or "chain"
@@ -438,6 +492,8 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
             # Started now, in the current context: remembered for the span made at the end.
             context = otel_context.get_current()
         self._runs[run_id] = _PostprocessRun(name, attributes, context, parent_run_id)
+        if parent_run_id is not None:
+            self._parents[run_id] = parent_run_id
 
     def _end_postprocess(self, run: _PostprocessRun, error: BaseException | None) -> None:
         """In a streamed sequence the parser starts with the model before it and then only waits
@@ -477,7 +533,7 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def on_retriever_start(
         self, serialized: dict[str, Any] | None, query: str, **kwargs: Any
     ) -> None:
-        run_id, parent_run_id = _run_ids(kwargs)
+        run_id, parent_run_id = self._run_ids(kwargs)
         metadata = kwargs.get("metadata")
         try:
             metadata = metadata or {}
@@ -517,7 +573,7 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def on_tool_start(
         self, serialized: dict[str, Any] | None, input_str: str, **kwargs: Any
     ) -> None:
-        run_id, parent_run_id = _run_ids(kwargs)
+        run_id, parent_run_id = self._run_ids(kwargs)
         try:
             name = str(kwargs.get("name") or _serialized_name(serialized) or "tool")
             attributes = {
@@ -540,14 +596,14 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
     def on_chat_model_start(
         self, serialized: dict[str, Any] | None, messages: Any, **kwargs: Any
     ) -> None:
-        run_id, parent_run_id = _run_ids(kwargs)
+        run_id, parent_run_id = self._run_ids(kwargs)
         metadata = kwargs.get("metadata")
         self._start_model(semconv.OP_CHAT, run_id, parent_run_id, metadata, kwargs)
 
     def on_llm_start(
         self, serialized: dict[str, Any] | None, prompts: list[str], **kwargs: Any
     ) -> None:
-        run_id, parent_run_id = _run_ids(kwargs)
+        run_id, parent_run_id = self._run_ids(kwargs)
         metadata = kwargs.get("metadata")
         self._start_model(semconv.OP_TEXT_COMPLETION, run_id, parent_run_id, metadata, kwargs)
 
@@ -601,6 +657,7 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
 
     def _model_run_ended(self, run_id: UUID, response: Any, error: BaseException | None) -> None:
         entry = self._runs.pop(run_id, None)
+        self._parents.pop(run_id, None)
         if isinstance(entry, _ModelRun):
             try:
                 self._end_model(entry, response, error)

@@ -149,3 +149,94 @@ fn pythons_max_and_min_keep_the_first_argument_against_nan() {
     assert_eq!(or_else(Some(0.0), 2.0), 2.0);
     assert_eq!(or_else(Some(-1.0), 2.0), -1.0);
 }
+
+/// LangGraph's `call_model` recorded beside the model's chain it started (OpenInference,
+/// OpenLLMetry): a stage-less leaf, ending last, that the chain covers almost wholly.
+fn wrapper_beside_the_chain(wrapper: (i64, i64), chain: (i64, i64)) -> Store {
+    assembled(&[
+        span("1", None, "LangGraph", (0, 1000), &[]),
+        span("2", Some("1"), "agent", (10, 990), &[]),
+        span("3", Some("2"), "call_model", wrapper, &[]),
+        span("4", Some("2"), "RunnableSequence", chain, &[]),
+        span(
+            "5",
+            Some("4"),
+            "chat",
+            (chain.0 + 5, chain.1 - 5),
+            &[stage("ttft"), seconds("llmtrace.time_to_first_token", 0.3)],
+        ),
+        span("6", Some("2"), "should_continue", (970, 980), &[]),
+    ])
+}
+
+#[test]
+fn a_stage_less_leaf_a_sibling_covers_almost_wholly_is_passed_over_for_it() {
+    let store = wrapper_beside_the_chain((20, 960), (25, 955));
+    let result = collected(&store, None);
+    assert_eq!(
+        stage_milliseconds(&result.rows[0]),
+        [("other", 80), ("ttft", 300), ("generation", 620)]
+    );
+    // the wrapper's uncovered instants are its parent's own time
+    assert!(!result
+        .unclaimed
+        .iter()
+        .any(|(name, _)| name == "call_model"));
+}
+
+#[test]
+fn nine_tenths_covered_is_enough_and_less_is_not() {
+    // the chain covers 846 of the wrapper's 940 ms (90%): passed over
+    let store = wrapper_beside_the_chain((20, 960), (57, 903));
+    assert_eq!(
+        stage_milliseconds(&collected(&store, None).rows[0]),
+        [("other", 164), ("ttft", 300), ("generation", 536)]
+    );
+    // 845 of 940 ms: the wrapper ended last, and it takes its stretch
+    let store = wrapper_beside_the_chain((20, 960), (57, 902));
+    assert_eq!(
+        stage_milliseconds(&collected(&store, None).rows[0]),
+        [("other", 1000)]
+    );
+}
+
+#[test]
+fn only_a_sibling_with_a_stage_or_spans_under_it_explains_a_wrapper() {
+    let beside = |sibling: Vec<String>| {
+        let mut spans = vec![
+            span("1", None, "request", (0, 100), &[]),
+            span("2", Some("1"), "wrapper", (0, 100), &[stage("other")]),
+        ];
+        spans.extend(sibling);
+        collected(&assembled(&spans), None)
+    };
+    let staged = beside(vec![span(
+        "3",
+        Some("1"),
+        "search",
+        (2, 99),
+        &[stage("retrieval")],
+    )]);
+    assert_eq!(
+        stage_milliseconds(&staged.rows[0]),
+        [("other", 3), ("retrieval", 97)]
+    );
+    // a stage-less leaf explains no more than the wrapper does
+    let bare = beside(vec![span("3", Some("1"), "step", (2, 99), &[])]);
+    assert_eq!(stage_milliseconds(&bare.rows[0]), [("other", 100)]);
+    assert_eq!(bare.unclaimed, [("wrapper".to_string(), 0.1)]);
+}
+
+#[test]
+fn a_stage_less_span_with_spans_under_it_keeps_its_stretch() {
+    let store = assembled(&[
+        span("1", None, "request", (0, 100), &[]),
+        span("2", Some("1"), "wrapper", (0, 100), &[]),
+        span("3", Some("2"), "format", (90, 100), &[stage("postprocess")]),
+        span("4", Some("1"), "search", (2, 99), &[stage("retrieval")]),
+    ]);
+    assert_eq!(
+        stage_milliseconds(&collected(&store, None).rows[0]),
+        [("other", 90), ("postprocess", 10)]
+    );
+}
