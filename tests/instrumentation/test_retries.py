@@ -28,12 +28,13 @@ pytestmark = pytest.mark.usefixtures("instrumented")
 
 MESSAGES = [{"role": "user", "content": "Say hello"}]
 FIRST_TOKEN_DELAY = 0.09
-# How much longer than the client said it would sleep the recorded wait may be: the wait runs
-# from the refused answer read to its end to the retry's request leaving, so it also holds the
-# client's own steps around its sleep (closing the answer, logging, building the request again)
-# and the sleep's overshoot. On a quiet machine that is 1-5 ms (the openai client 1-2 ms, the
-# anthropic client 4-6 ms); the suite runs on two busy cores, where 15 ms is what it allows.
-WAIT_TOLERANCE = 0.015
+# The recorded wait runs from the refused answer read to its end to the retry's request leaving:
+# the client's sleep, and its own steps around it (closing the answer, logging, building the
+# request again). It is checked against the client's stated sleep (never less) and against the
+# gap the server saw between sending the refusal and the retry arriving (never more: both ends
+# of the wait lie inside that gap). How far beyond the stated sleep it runs depends on the load
+# of the machine; on a quiet one 1-6 ms (benchmarks/README.md, retries).
+LOOPBACK = 0.002
 # What the clients log before sleeping: "Retrying request to /chat/completions in 0.400000
 # seconds" (the words before "in" differ between releases).
 _RETRYING = re.compile(r"Retrying request\b.*? in ([0-9.]+) seconds")
@@ -119,7 +120,10 @@ def test_each_refused_attempt_and_the_wait_before_its_retry_are_on_the_span(
         hint = headers.get("retry-after-ms")
         assert slept == pytest.approx(float(hint) / 1000 if hint else float(headers["retry-after"]))
     wait = event.attributes[semconv.RETRY_WAIT]
-    assert slept <= wait <= slept + WAIT_TOLERANCE, (wait, slept)
+    refused, retried = model_server.requests[-2:]
+    assert refused.refused_at is not None
+    gap = retried.arrived_at - refused.refused_at
+    assert slept <= wait <= gap + LOOPBACK, (slept, wait, gap)
     # The last attempt's time to headers: after the wait, not the refused attempt's.
     retry_time = attributes[semconv.RETRY_TIME]
     assert slept <= retry_time < slept + 0.1
@@ -129,7 +133,22 @@ def test_each_refused_attempt_and_the_wait_before_its_retry_are_on_the_span(
     assert report.stages["retry"].distribution.mean == pytest.approx(retry_time, abs=0.002)
     ttft = report.stages["ttft"].distribution.mean
     network = report.stages["network"].distribution.mean if "network" in report.stages else 0.0
-    assert FIRST_TOKEN_DELAY - 0.005 < ttft + network < FIRST_TOKEN_DELAY + 0.1
+    # What is left of the time to first token once the retry is taken out: the last attempt's,
+    # no shorter than the server's own first-token time for it.
+    # (A call not streamed has its first token with its last: all of it is time to first token.)
+    first_token = attributes.get(
+        semconv.TIME_TO_FIRST_TOKEN, (span.end_time - span.start_time) / 1e9
+    )
+    last_attempt = first_token - retry_time
+    # (within the few milliseconds between the call's monotonic start and its span's start)
+    assert ttft + network == pytest.approx(last_attempt, abs=0.005), (
+        {name: s.distribution.mean for name, s in report.stages.items()},
+        dict(attributes),
+    )
+    server_first_token = (
+        retried.first_token_sent_at or retried.last_token_sent_at or 0.0
+    ) - retried.arrived_at
+    assert last_attempt > min(server_first_token, FIRST_TOKEN_DELAY) - 0.005
     assert report.bottleneck is not None and report.bottleneck.stage == "retry"
 
 
@@ -173,5 +192,9 @@ def test_every_attempt_refused_is_an_error_with_each_attempt_seen(model_server, 
     assert span.attributes[semconv.ERROR_TYPE] == "RateLimitError"
     events = [e for e in span.events if e.name == semconv.RETRY_EVENT]
     assert [e.attributes[semconv.HTTP_REQUEST_RESEND_COUNT] for e in events] == [1, 2]
-    for event, slept in zip(events, _slept(caplog), strict=True):
-        assert slept <= event.attributes[semconv.RETRY_WAIT] <= slept + WAIT_TOLERANCE
+    requests = model_server.requests
+    for index, (event, slept) in enumerate(zip(events, _slept(caplog), strict=True)):
+        refused_at = requests[index].refused_at
+        assert refused_at is not None
+        gap = requests[index + 1].arrived_at - refused_at
+        assert slept <= event.attributes[semconv.RETRY_WAIT] <= gap + LOOPBACK

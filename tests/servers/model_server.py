@@ -95,6 +95,8 @@ class RecordedRequest:
     first_token_sent_at: float | None = None
     # When the last one did: with the first, the generation the server really took.
     last_token_sent_at: float | None = None
+    # When a refusal (``Behaviour.refusals``) was sent whole.
+    refused_at: float | None = None
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
@@ -369,6 +371,9 @@ class ModelServer:
                     "error": {"message": b.error_message, "type": "server_error", "code": None}
                 }
             await reply.whole(status, json.dumps(error).encode(), "application/json", refusal)
+            if refusal is not None:
+                await reply.flush()
+                request.refused_at = time.monotonic()
             return
         await route(request, body, reply)
 
