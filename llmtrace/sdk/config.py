@@ -69,6 +69,7 @@ from llmtrace.options import (
     drops_everything,
     from_environment,
     options_from,
+    parse_capture,
     resolved_exporter,
     settings,
     traces_endpoint,
@@ -145,7 +146,7 @@ def init(
     resource_attributes: Mapping[str, Any] | None = None,
     span_processors: Iterable[SpanProcessor] | None = None,
     exporters: Iterable[SpanExporter] | None = None,
-    capture_content: bool | None = None,
+    capture_content: bool | str | None = None,
     content_max_bytes: int | None = None,
     redact: Callable[[str], str] | None = None,
     inject_stream_usage: bool | None = None,
@@ -191,7 +192,10 @@ def init(
         if resource_attributes is not None:
             overrides["resource_attributes"] = dict(resource_attributes)
         if capture_content is not None:
-            overrides["capture_content"] = bool(capture_content)
+            overrides["capture_content"], overrides["capture_mode"] = parse_capture(
+                "capture_content",
+                capture_content if isinstance(capture_content, str) else bool(capture_content),
+            )
         if content_max_bytes is not None:
             overrides["content_max_bytes"] = int(content_max_bytes)
         if redact is not None:

@@ -76,6 +76,10 @@ class Behaviour:
     # Answers to refuse the next requests with, one per request, in order: (status, extra
     # headers), e.g. (429, {"retry-after-ms": "400"}); requests after them are answered as usual.
     refusals: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    # A tool call to answer with after the text, (id, name, arguments as JSON text): chat
+    # completions end with finish reason "tool_calls", Messages with a tool_use block; streamed,
+    # the arguments arrive in two pieces. None: answer with text only.
+    tool_call: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -426,6 +430,16 @@ class ModelServer:
             choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
             if chat:
                 choice["message"] = {"role": "assistant", "content": text}
+                if b.tool_call is not None:
+                    call_id, name, arguments = b.tool_call
+                    choice["finish_reason"] = "tool_calls"
+                    choice["message"]["tool_calls"] = [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments},
+                        }
+                    ]
             else:
                 choice["text"] = text
             payload = {
@@ -472,8 +486,22 @@ class ModelServer:
             await reply.event(chunk(delta))
 
         await self._emit_tokens(request, send)
+        if chat and b.tool_call is not None:
+            call_id, name, arguments = b.tool_call
+            half = len(arguments) // 2
+            for piece, first in ((arguments[:half], True), (arguments[half:], False)):
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+                if first:
+                    call.update(id=call_id, type="function")
+                    call["function"]["name"] = name
+                delta = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+                await reply.event(chunk(delta))
         final = (
-            {"index": 0, "delta": {}, "finish_reason": "stop"}
+            {
+                "index": 0,
+                "delta": {},
+                "finish_reason": "stop" if b.tool_call is None else "tool_calls",
+            }
             if chat
             else {"index": 0, "text": "", "finish_reason": "stop"}
         )
@@ -603,8 +631,20 @@ class ModelServer:
                 "type": "message",
                 "role": "assistant",
                 "model": b.model,
-                "content": [{"type": "text", "text": "".join(b.tokens)}],
-                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "".join(b.tokens)}]
+                + (
+                    [
+                        {
+                            "type": "tool_use",
+                            "id": b.tool_call[0],
+                            "name": b.tool_call[1],
+                            "input": json.loads(b.tool_call[2]),
+                        }
+                    ]
+                    if b.tool_call is not None
+                    else []
+                ),
+                "stop_reason": "end_turn" if b.tool_call is None else "tool_use",
                 "stop_sequence": None,
                 "usage": usage,
             }
@@ -647,10 +687,28 @@ class ModelServer:
 
         await self._emit_tokens(request, send)
         await reply.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        if b.tool_call is not None:
+            call_id, name, arguments = b.tool_call
+            block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+            await reply.event(
+                {"type": "content_block_start", "index": 1, "content_block": block},
+                "content_block_start",
+            )
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                await reply.event(
+                    {"type": "content_block_delta", "index": 1, "delta": delta},
+                    "content_block_delta",
+                )
+            await reply.event({"type": "content_block_stop", "index": 1}, "content_block_stop")
         await reply.event(
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "delta": {
+                    "stop_reason": "end_turn" if b.tool_call is None else "tool_use",
+                    "stop_sequence": None,
+                },
                 "usage": {"output_tokens": len(b.tokens)},
             },
             "message_delta",

@@ -13,6 +13,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
+from llmtrace.instrumentation.content import tool_call_part
 from llmtrace.sdk.gate import (
     bounded_content,
     capture_settings,
@@ -385,7 +386,12 @@ class Output(StreamedText):
     def attribute(self) -> str | None:
         if not self.parts and not self.calls:
             return None
-        return self.output_messages(tool_calls=list(self.calls.values()))
+        return self.output_messages(
+            tool_calls=[
+                tool_call_part(call["id"], call["name"], call["arguments"])
+                for call in self.calls.values()
+            ]
+        )
 
 
 def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:

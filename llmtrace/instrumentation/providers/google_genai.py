@@ -69,6 +69,7 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.content import tool_call_part
 from llmtrace.instrumentation.hops.hop import inject_trace_context
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -280,7 +281,11 @@ class OutputText(StreamedText):
     def attribute(self) -> str | None:
         if not self.parts and not self.calls:
             return None
-        return self.output_messages(tool_calls=self.calls)
+        return self.output_messages(
+            tool_calls=[
+                tool_call_part(None, call["name"], call["arguments"]) for call in self.calls
+            ]
+        )
 
 
 def _record_generate_content(

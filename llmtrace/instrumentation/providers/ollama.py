@@ -50,6 +50,7 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.chat_format import tool_call_parts
 from llmtrace.instrumentation.model_call import (
     Fields,
     acall_model,
@@ -253,7 +254,7 @@ class ChunkParser:
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = self._model
         if self._text is not None and self._thinking is not None:
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                reasoning_content="".join(self._thinking.parts), tool_calls=self._tools
+                reasoning="".join(self._thinking.parts), tool_calls=tool_call_parts(self._tools)
             )
         if attributes:
             span.set_attributes(attributes)

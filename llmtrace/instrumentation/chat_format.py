@@ -1,0 +1,63 @@
+"""OpenAI's Chat Completions message format (also spoken by Groq, Mistral, LiteLLM, Ollama's
+tool calls and many compatible servers) mapped to the GenAI message-parts shape of
+:mod:`llmtrace.instrumentation.content`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtrace.instrumentation import content
+from llmtrace.instrumentation.model_call import field_of
+
+
+def tool_call_parts(tool_calls: Any) -> list[dict[str, Any]]:
+    """``tool_calls`` of a chat message (``{"id", "function": {"name", "arguments"}}``) as parts."""
+    parts = []
+    for call in tool_calls or ():
+        function = field_of(call, "function")
+        parts.append(
+            content.tool_call_part(
+                field_of(call, "id"), field_of(function, "name"), field_of(function, "arguments")
+            )
+        )
+    return parts
+
+
+def chat_message(message: Any, finish_reason: Any = None) -> dict[str, Any]:
+    """One Chat Completions message (a request's dict or a response's message object) in the
+    parts shape; also what
+    any provider speaking this format records."""
+    role = field_of(message, "role") or "assistant"
+    parts: list[dict[str, Any]] = []
+    if role == "tool":
+        return content.message(
+            "tool",
+            [
+                content.tool_call_response_part(
+                    field_of(message, "tool_call_id"), field_of(message, "content")
+                )
+            ],
+        )
+    reasoning = field_of(message, "reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(content.reasoning_part(reasoning))
+    parts.extend(content.plain_parts(field_of(message, "content")))
+    refusal = field_of(message, "refusal")
+    if isinstance(refusal, str) and refusal:
+        parts.append(content.text_part(refusal))
+    parts.extend(tool_call_parts(field_of(message, "tool_calls")))
+    function_call = field_of(message, "function_call")
+    if function_call is not None:
+        parts.append(
+            content.tool_call_part(
+                None, field_of(function_call, "name"), field_of(function_call, "arguments")
+            )
+        )
+    return content.message(role, parts, finish_reason)
+
+
+def chat_input_messages(messages: Any) -> list[dict[str, Any]]:
+    """A request's chat ``messages`` in the parts shape."""
+    if not isinstance(messages, list | tuple):
+        return []
+    return [chat_message(message) for message in messages]
