@@ -56,7 +56,6 @@ has secret-looking query values removed by the HTTP hooks.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 import types
@@ -68,6 +67,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
+from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.content import tool_call_part
 from llmtrace.instrumentation.hops.hop import inject_trace_context
@@ -83,7 +83,6 @@ from llmtrace.instrumentation.model_call import (
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
-    bounded_content,
     capture_settings,
     current_model_call,
     enter_model_call,
@@ -404,6 +403,44 @@ class ChunkParser:
 # --- the plans ---------------------------------------------------------------------------------
 
 
+def _content_parts(given: Any) -> list[dict[str, Any]]:
+    """Parts of a Gemini ``Content`` (or its dict), a ``Part``, a string or a list of those."""
+    if isinstance(given, str):
+        return [content.text_part(given)]
+    if isinstance(given, list | tuple):
+        return [part for item in given for part in _content_parts(item)]
+    plain = _jsonable(given) if not isinstance(given, Mapping) else given
+    if not isinstance(plain, Mapping):
+        return content.plain_parts(plain)
+    if "parts" in plain:
+        return _content_parts(plain.get("parts") or [])
+    text = plain.get("text")
+    call = plain.get("function_call") or plain.get("functionCall")
+    response = plain.get("function_response") or plain.get("functionResponse")
+    if isinstance(call, Mapping):
+        return [content.tool_call_part(call.get("id"), call.get("name"), call.get("args"))]
+    if isinstance(response, Mapping):
+        return [content.tool_call_response_part(response.get("id"), response.get("response"))]
+    if isinstance(text, str):
+        if plain.get("thought"):
+            return [content.reasoning_part(text)]
+        return [content.text_part(text)]
+    return content.plain_parts([{k: v for k, v in plain.items() if v is not None}])
+
+
+def _input_messages(contents: Any) -> list[dict[str, Any]]:
+    """``contents`` in the parts shape: a Content's role ``model`` is the assistant."""
+    items = contents if isinstance(contents, list | tuple) else [contents]
+    messages = []
+    for item in items:
+        plain = item if isinstance(item, str | Mapping) else _jsonable(item)
+        role = plain.get("role") if isinstance(plain, Mapping) else None
+        if role == "model":
+            role = "assistant"
+        messages.append(content.message(role or "user", _content_parts(plain)))
+    return messages
+
+
 def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, stream: bool) -> Plan:
     model = kwargs.get("model")
     config = kwargs.get("config")
@@ -421,13 +458,13 @@ def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, st
     if capture and operation != semconv.OP_EMBEDDINGS:
         contents = kwargs.get("contents")
         if contents is not None:
-            attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-                json.dumps(contents, default=_jsonable), max_bytes, redact
+            attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+                _input_messages(contents), max_bytes, redact
             )
         system = options.get("system_instruction", "systemInstruction") if options else None
         if system is not None:
-            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
-                json.dumps(system, default=_jsonable), max_bytes, redact
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                _content_parts(system), max_bytes, redact
             )
 
     def output() -> OutputText | None:
