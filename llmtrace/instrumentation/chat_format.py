@@ -1,14 +1,14 @@
 """OpenAI's Chat Completions message format (also spoken by Groq, Mistral, LiteLLM, Ollama's
 tool calls and many compatible servers) mapped to the GenAI message-parts shape of
-:mod:`llmtrace.instrumentation.content`."""
+:mod:`llmtrace.sdk.content`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation.model_call import field_of
+from llmtrace.sdk import content
 
 
 def _plain(value: Any) -> Any:

@@ -36,8 +36,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace._checks import is_int
-from llmtrace.instrumentation import content
-from llmtrace.sdk import _compat, gate
+from llmtrace.sdk import _compat, content, gate
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,

@@ -16,9 +16,9 @@ from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._urls import server_of
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation.chat_format import as_tool_call_part, messages_of
 from llmtrace.instrumentation.model_call import Plan
+from llmtrace.sdk import content
 from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.streaming import ChunkParser
 

@@ -457,7 +457,7 @@ class ModelCall:
         collected = self.take_collected()
         if self.span.is_recording():
             # The call's content goes where the capture mode says, even when it failed.
-            from llmtrace.instrumentation.content import route_content
+            from llmtrace.sdk.content import route_content
 
             route_content(self.span, collected)
             if collected:
@@ -585,14 +585,6 @@ def capture_settings() -> CaptureSettings:
     except Exception:
         logger.debug("llmtrace: settings unavailable; content capture off", exc_info=True)
         return False, 0, None, False
-
-
-def capture_mode() -> str:
-    """Where captured content goes (``span_only``, ``event_only``, ``span_and_event``)."""
-    try:
-        return settings().capture_mode
-    except Exception:
-        return "span_only"
 
 
 def bounded_content(text: str, max_bytes: int, redact: Callable[[str], str] | None) -> str:

@@ -47,8 +47,7 @@ import wrapt
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
-from llmtrace.instrumentation.content import route_content
-from llmtrace.sdk import _compat
+from llmtrace.sdk import _compat, content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.metrics import meter_provider_set, record_model_call
@@ -154,9 +153,7 @@ class StreamedText:
     ) -> str:
         """``gen_ai.output.messages``: one assistant message with the text kept, the tool calls
         assembled here and those given (as parts), and ``reasoning`` text; each part redacted
-        and bounded by the shared builder (see :mod:`llmtrace.instrumentation.content`)."""
-        from llmtrace.instrumentation import content
-
+        and bounded by the shared builder (see :mod:`llmtrace.sdk.content`)."""
         calls = list(tool_calls or ())
         if self.tool_call_pieces:
             calls.extend(
@@ -316,7 +313,7 @@ class StreamRecorder:
                 if tokens and generation_time > 0:
                     plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
             if capture_settings()[0]:
-                route_content(span, plain, attributes)
+                content.route_content(span, plain, attributes)
             set_span_attributes(span, attributes, parsed and how == "completed", plain)
             if how == "error" and exc is not None:
                 record_error(span, exc)
@@ -384,6 +381,9 @@ class GatheredAttributes:
     """
 
     __slots__ = ("_span", "attributes", "plain")
+
+    # Read by content.set_call_attributes: content is routed at the stream's end, not here.
+    gathers_attributes = True
 
     def __init__(
         self, span: Span, attributes: dict[str, Any], plain: dict[str, Any] | None = None

@@ -15,8 +15,9 @@ import pytest
 import llmtrace
 from llmtrace import semconv
 from llmtrace.errors import ConfigError
-from llmtrace.instrumentation import content, registry
+from llmtrace.instrumentation import registry
 from llmtrace.options import Settings, from_environment
+from llmtrace.sdk import content
 from tests.instrumentation.conftest import CLIENT_LIBRARIES, model_spans
 
 CONTENT = (
@@ -324,3 +325,15 @@ def test_an_unknown_mode_is_a_config_error(monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "spans_please")
     with pytest.raises(ConfigError, match="event_only"):
         from_environment(Settings())
+
+
+@pytest.mark.parametrize("capture", ["event_only"], indirect=True)
+def test_a_failed_call_still_records_its_input_in_the_event(model_server, spans, capture):
+    model_server.configure(status=500)
+    with pytest.raises(openai.InternalServerError):
+        _openai_chat(model_server, False)
+    (span,) = model_spans(spans)
+    assert not any(key in span.attributes for key in CONTENT)
+    (event,) = _content_events(span)
+    assert_messages_shape(event.attributes[semconv.GEN_AI_INPUT_MESSAGES])
+    assert semconv.GEN_AI_OUTPUT_MESSAGES not in event.attributes

@@ -37,7 +37,6 @@ from opentelemetry.trace import Span, SpanKind
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.chat_format import chat_message, messages_of
 from llmtrace.instrumentation.model_call import acall_model, call_model, field_of, fields_of
@@ -48,6 +47,7 @@ from llmtrace.instrumentation.providers.openai import (
     streamed_response_attributes,
     usage_attributes,
 )
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,

@@ -25,7 +25,6 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -35,6 +34,7 @@ from llmtrace.instrumentation.model_call import (
     request_patches,
 )
 from llmtrace.instrumentation.provider import provider_name
+from llmtrace.sdk import content
 from llmtrace.sdk.gate import (
     capture_settings,
     current_model_call,

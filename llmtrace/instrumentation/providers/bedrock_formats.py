@@ -13,8 +13,8 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
-from llmtrace.instrumentation import content
-from llmtrace.instrumentation.content import tool_call_part
+from llmtrace.sdk import content
+from llmtrace.sdk.content import tool_call_part
 from llmtrace.sdk.gate import (
     capture_settings,
 )

@@ -67,9 +67,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
-from llmtrace.instrumentation.content import tool_call_part
 from llmtrace.instrumentation.hops.hop import inject_trace_context
 from llmtrace.instrumentation.model_call import (
     Plan,
@@ -80,7 +78,9 @@ from llmtrace.instrumentation.model_call import (
     make_request_wrappers,
     start_planned_call,
 )
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.content import tool_call_part
 from llmtrace.sdk.gate import (
     ModelCall,
     capture_settings,

@@ -49,7 +49,6 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.chat_format import messages_of, tool_call_parts
 from llmtrace.instrumentation.model_call import (
@@ -61,6 +60,7 @@ from llmtrace.instrumentation.model_call import (
     start_planned_call,
 )
 from llmtrace.instrumentation.server_timings import server_timings_from_ollama
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,

@@ -24,7 +24,6 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
-from llmtrace.instrumentation import content
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.chat_format import chat_input_messages, chat_message
 from llmtrace.instrumentation.model_call import (
@@ -36,6 +35,7 @@ from llmtrace.instrumentation.model_call import (
     request_patches,
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
+from llmtrace.sdk import content
 from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.streaming import StreamedText
 

@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
+from llmtrace.options import settings
 
 Redact = Callable[[str], str] | None
 
@@ -192,15 +193,17 @@ _pending_input: weakref.WeakKeyDictionary[Span, dict[str, Any]] = weakref.WeakKe
 
 
 def _mode() -> str:
-    from llmtrace.sdk.gate import capture_mode
-
-    return capture_mode()
+    try:
+        return settings().capture_mode
+    except Exception:
+        return "span_only"
 
 
 def start_content(attributes: dict[str, Any]) -> dict[str, Any] | None:
     """Take the content out of a call's start ``attributes`` when the mode keeps it off spans,
     and answer it (to pass to :func:`remember_input` once the span exists); else None."""
-    if not any(key in attributes for key in CONTENT_ATTRIBUTES):
+    # Called at every model call's start: two lookups when nothing is captured.
+    if _INPUT not in attributes and _SYSTEM not in attributes:
         return None
     mode = _mode()
     if mode not in _MODES_WITH_EVENT:
@@ -210,6 +213,18 @@ def start_content(attributes: dict[str, Any]) -> dict[str, Any] | None:
         for key in content:
             del attributes[key]
     return content
+
+
+_INPUT = semconv.GEN_AI_INPUT_MESSAGES
+_OUTPUT = semconv.GEN_AI_OUTPUT_MESSAGES
+_SYSTEM = semconv.GEN_AI_SYSTEM_INSTRUCTIONS
+
+
+def _holds_content(gathered: tuple[dict[str, Any], ...]) -> bool:
+    for attributes in gathered:
+        if _OUTPUT in attributes or _INPUT in attributes or _SYSTEM in attributes:
+            return True
+    return False
 
 
 def remember_input(span: Span, content: dict[str, Any] | None) -> None:
@@ -224,8 +239,9 @@ def route_content(span: Span, *gathered: dict[str, Any]) -> None:
     ``span``: in the event modes, add the call's content (its input, kept at its start, and what
     ``gathered`` holds) to ``span`` as one ``gen_ai.client.inference.operation.details`` event,
     and in ``event_only`` take it out of ``gathered``. Nothing to do in ``span_only``."""
+    # Called at every model call's end: cheap when nothing is captured.
     pending = _pending_input.pop(span, None) if _pending_input else None
-    if pending is None and not any(key in d for d in gathered for key in CONTENT_ATTRIBUTES):
+    if pending is None and not _holds_content(gathered):
         return
     mode = _mode()
     if mode not in _MODES_WITH_EVENT:
@@ -243,8 +259,8 @@ def set_call_attributes(span: Span, attributes: dict[str, Any]) -> None:
     """``span.set_attributes(attributes)`` at the end of a non-streamed model call, with its
     content where the capture mode says (see :func:`route_content`). A stream's parser sets its
     attributes as ever: the stream's end routes them."""
-    from llmtrace.sdk.streaming import GatheredAttributes
-
-    if not isinstance(span, GatheredAttributes):
+    # A stream parser's gathered attributes (streaming.GatheredAttributes) are routed once, by
+    # the stream's end, with the input kept for the real span.
+    if not getattr(span, "gathers_attributes", False):
         route_content(span, attributes)
     span.set_attributes(attributes)
