@@ -303,7 +303,9 @@ class StreamChunkParser:
     def finish(self, span: Span) -> None:
         attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
         if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=next(iter(self._reasons.values()), None)
+            )
         span.set_attributes(attributes)
 
 

@@ -425,14 +425,17 @@ class Output(StreamedText):
                     if isinstance(item, Mapping):
                         self.add(item.get(text_name))
 
-    def attribute(self) -> str | None:
+    def attribute(self, finish_reasons: Any = None) -> str | None:
+        """``gen_ai.output.messages``, or None when nothing was said; ``finish_reasons``: those
+        of the response, the first being the message's."""
         if not self.parts and not self.calls:
             return None
         return self.output_messages(
+            finish_reason=finish_reasons[0] if finish_reasons else None,
             tool_calls=[
                 tool_call_part(call["id"], call["name"], call["arguments"])
                 for call in self.calls.values()
-            ]
+            ],
         )
 
 
@@ -566,7 +569,7 @@ def _tool_start(output: Output, block: Any) -> None:
 
 def _finish_stream(span: Span, attributes: dict[str, Any], output: Output | None) -> None:
     if output is not None:
-        captured = output.attribute()
+        captured = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
         if captured is not None:
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
     if attributes:

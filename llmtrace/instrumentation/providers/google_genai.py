@@ -277,13 +277,16 @@ class OutputText(StreamedText):
                     self.calls.append({"name": call.name, "arguments": call.args})
                     self.bytes_left -= len(str(call.args or "")) + len(call.name or "")
 
-    def attribute(self) -> str | None:
+    def attribute(self, finish_reasons: Any = None) -> str | None:
+        """``gen_ai.output.messages``, or None when nothing was said; ``finish_reasons``: those
+        of the response, the first being the message's."""
         if not self.parts and not self.calls:
             return None
         return self.output_messages(
+            finish_reason=finish_reasons[0] if finish_reasons else None,
             tool_calls=[
                 tool_call_part(None, call["name"], call["arguments"]) for call in self.calls
-            ]
+            ],
         )
 
 
@@ -310,7 +313,7 @@ def _record_generate_content(
         attributes.update(usage.attributes())
         if output is not None:
             output.add_response(response)
-            text = output.attribute()
+            text = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
             if text is not None:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
     if attributes:
@@ -394,7 +397,7 @@ class ChunkParser:
                 self.reasons[index] for index in sorted(self.reasons)
             ]
         if self.output is not None:
-            text = self.output.attribute()
+            text = self.output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
             if text is not None:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
         span.set_attributes(attributes)
