@@ -162,6 +162,9 @@ def init(
     are added to the provider as they are; each of ``exporters`` gets its own batch processor
     and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
     ``request_metrics`` / ``request_metrics_unsampled``: see the module docstring.
+    ``capture_content``: ``True`` / ``False``, or where content goes, as
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says it (``"span_only"``,
+    ``"event_only"``, ``"span_and_event"``, ``"no_content"``; any case).
     """
     global _owned_provider, _atexit_registered, _request_metrics
     with _lock:
