@@ -37,8 +37,12 @@ DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 # The embedded file rotates past this size and keeps this many rotated files.
 DEFAULT_FILE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_FILE_BACKUPS = 5
-_TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event", "event_only")
-_FALSE = ("0", "false", "no", "off", "no_content", "")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+CAPTURE_MODES = ("span_only", "event_only", "span_and_event")
+"""Where captured content goes: span attributes, one span event per call, or both (the values of
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` as OpenTelemetry's util-genai reads them,
+with ``no_content`` meaning capture off and ``true`` meaning ``span_only``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class Settings:
     sampler: str = "parentbased_always_on"
     sample_ratio: float = 1.0
     capture_content: bool = False
+    capture_mode: str = "span_only"
+    """Where captured content goes when ``capture_content`` is on: one of :data:`CAPTURE_MODES`."""
     content_max_bytes: int = DEFAULT_CONTENT_MAX_BYTES
     redact: Callable[[str], str] | None = None
     inject_stream_usage: bool = False
@@ -176,6 +182,25 @@ def _parse_bool(name: str, value: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ConfigError(f"{name}={value!r} is not a boolean; accepted: true, false (or 1, 0)")
+
+
+def parse_capture(name: str, value: str | bool) -> tuple[bool, str]:
+    """(capture on, mode) of a capture setting: a boolean, or a mode name in any case
+    (``no_content``, ``span_only``, ``event_only``, ``span_and_event``)."""
+    if isinstance(value, bool):
+        return value, "span_only"
+    lowered = value.strip().lower()
+    if lowered in CAPTURE_MODES:
+        return True, lowered
+    if lowered == "no_content":
+        return False, "span_only"
+    try:
+        return _parse_bool(name, value), "span_only"
+    except ConfigError:
+        raise ConfigError(
+            f"{name}={value!r} is not a capture mode; accepted: no_content, span_only, "
+            "event_only, span_and_event (any case), or true / false"
+        ) from None
 
 
 def _parse_float(name: str, value: str) -> float:
@@ -253,7 +278,7 @@ def from_environment(base: Settings) -> Settings:
         env["sampler"] = "parentbased_traceidratio"
         env["sample_ratio"] = _parse_float("LLMTRACE_SAMPLE_RATIO", value)
     if (value := os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")) is not None:
-        env["capture_content"] = _parse_bool(
+        env["capture_content"], env["capture_mode"] = parse_capture(
             "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value
         )
     if (value := _env("LLMTRACE_CONTENT_MAX_BYTES")) is not None:
@@ -391,6 +416,10 @@ def validate(s: Settings) -> None:
     if not s.shutdown_timeout >= 0.0:
         raise ConfigError(
             f"shutdown_timeout={s.shutdown_timeout!r} must be a number of seconds >= 0"
+        )
+    if s.capture_mode not in CAPTURE_MODES:
+        raise ConfigError(
+            f"capture_mode={s.capture_mode!r} is not supported; accepted: {', '.join(CAPTURE_MODES)}"
         )
     if s.content_max_bytes < 0:
         raise ConfigError(f"content_max_bytes={s.content_max_bytes!r} must be >= 0")

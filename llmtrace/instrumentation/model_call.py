@@ -36,7 +36,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from llmtrace import semconv
 from llmtrace._checks import is_int
-from llmtrace.sdk import _compat, gate
+from llmtrace.sdk import _compat, content, gate
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
@@ -212,11 +212,14 @@ def start_client_span(
     otherwise).
     """
     tracer = get_tracer()
+    held = content.start_content(attributes)
     if _attribute_blind(tracer):
         span = tracer.start_span(name, context, kind=SpanKind.CLIENT)
         set_span_attributes(span, attributes)
-        return span
-    return tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes)
+    else:
+        span = tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes)
+    content.remember_input(span, held)
+    return span
 
 
 class Planned(Protocol):
@@ -364,6 +367,7 @@ def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
                 plan.record_response(gathered, response, collected)  # type: ignore[arg-type]
                 recorded = True
             finally:
+                content.route_content(span, attributes)
                 set_span_attributes(span, attributes, recorded)
         else:
             span.set_status(STATUS_OK)

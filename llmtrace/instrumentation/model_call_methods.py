@@ -9,7 +9,6 @@ response and the stream are recorded. The wrappers themselves are
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,8 +16,10 @@ from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._urls import server_of
+from llmtrace.instrumentation.chat_format import as_tool_call_part, messages_of
 from llmtrace.instrumentation.model_call import Plan
-from llmtrace.sdk.gate import bounded_content, capture_settings
+from llmtrace.sdk import content
+from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.streaming import ChunkParser
 
 # (span, whole response or None, attributes gathered, output budget or None)
@@ -37,11 +38,6 @@ def reason_text(value: Any) -> str | None:
     if value is None or value == "":
         return None
     return value if value.__class__ is str else str(getattr(value, "value", value))
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump() if dump is not None else str(value)
 
 
 def call_attributes(
@@ -96,11 +92,13 @@ def make_plan(
             ),
         )
     if input_content is not None:
-        attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-            json.dumps(input_content, default=_jsonable), max_bytes, redact
+        attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+            messages_of(input_content), max_bytes, redact
         )
     if isinstance(system, str):
-        attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(system, max_bytes, redact)
+        attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+            [content.text_part(system)], max_bytes, redact
+        )
     budget = (max_bytes, redact)
     return Plan(
         span_name=f"{operation} {model}" if isinstance(model, str) and model else operation,
@@ -112,9 +110,14 @@ def make_plan(
     )
 
 
-def output_messages(text: str, budget: tuple[int, Any], tool_calls: list[Any] | None = None) -> str:
-    """``gen_ai.output.messages`` of one assistant answer, redacted and within the budget."""
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return bounded_content(json.dumps([message], default=str), *budget)
+def output_messages(
+    text: str,
+    budget: tuple[int, Any],
+    tool_calls: list[Any] | None = None,
+    finish_reason: Any = None,
+) -> str:
+    """``gen_ai.output.messages`` of one assistant answer (tool calls in any shape
+    :func:`~llmtrace.instrumentation.chat_format.as_tool_call_part` takes), each part redacted
+    and within the budget."""
+    parts = [as_tool_call_part(call) for call in tool_calls or ()]
+    return content.encode_messages([content.output_message(text, parts, finish_reason)], *budget)

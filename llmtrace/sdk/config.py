@@ -69,6 +69,7 @@ from llmtrace.options import (
     drops_everything,
     from_environment,
     options_from,
+    parse_capture,
     resolved_exporter,
     settings,
     traces_endpoint,
@@ -145,7 +146,7 @@ def init(
     resource_attributes: Mapping[str, Any] | None = None,
     span_processors: Iterable[SpanProcessor] | None = None,
     exporters: Iterable[SpanExporter] | None = None,
-    capture_content: bool | None = None,
+    capture_content: bool | str | None = None,
     content_max_bytes: int | None = None,
     redact: Callable[[str], str] | None = None,
     inject_stream_usage: bool | None = None,
@@ -161,6 +162,9 @@ def init(
     are added to the provider as they are; each of ``exporters`` gets its own batch processor
     and, like llmtrace's own exporter, its delivery counted and its exit flush bounded.
     ``request_metrics`` / ``request_metrics_unsampled``: see the module docstring.
+    ``capture_content``: ``True`` / ``False``, or where content goes, as
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says it (``"span_only"``,
+    ``"event_only"``, ``"span_and_event"``, ``"no_content"``; any case).
     """
     global _owned_provider, _atexit_registered, _request_metrics
     with _lock:
@@ -191,7 +195,10 @@ def init(
         if resource_attributes is not None:
             overrides["resource_attributes"] = dict(resource_attributes)
         if capture_content is not None:
-            overrides["capture_content"] = bool(capture_content)
+            overrides["capture_content"], overrides["capture_mode"] = parse_capture(
+                "capture_content",
+                capture_content if isinstance(capture_content, str) else bool(capture_content),
+            )
         if content_max_bytes is not None:
             overrides["content_max_bytes"] = int(content_max_bytes)
         if redact is not None:

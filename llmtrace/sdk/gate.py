@@ -455,8 +455,13 @@ class ModelCall:
     def set_collected(self) -> None:
         """Set what was gathered now (a call that does not end with a whole response)."""
         collected = self.take_collected()
-        if collected and self.span.is_recording():
-            self.span.set_attributes(collected)
+        if self.span.is_recording():
+            # The call's content goes where the capture mode says, even when it failed.
+            from llmtrace.sdk.content import route_content
+
+            route_content(self.span, collected)
+            if collected:
+                self.span.set_attributes(collected)
 
     def headers_received(self, at: float | None = None) -> None:
         """Record the first moment the response headers were known (later reports are ignored)."""

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -50,9 +49,9 @@ import wrapt
 from opentelemetry.trace import Span
 
 from llmtrace import semconv
-from llmtrace.sdk import _compat
+from llmtrace.sdk import _compat, content
 from llmtrace.sdk._safety import log_once
-from llmtrace.sdk.gate import bounded_content
+from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.metrics import meter_provider_set, record_model_call
 from llmtrace.sdk.span_errors import record_error
 
@@ -107,22 +106,24 @@ class NullParser:
 
 
 class StreamedText:
-    """A stream's output text, for ``gen_ai.output.messages`` when content is captured (opt-in):
-    the one way a parser keeps it. A parser holds one while content is captured, else None, so
-    that a stream without capture pays one ``is None`` per chunk and nothing more.
+    """A stream's output, for ``gen_ai.output.messages`` when content is captured (opt-in): the
+    one way a parser keeps it. A parser holds one while content is captured, else None, so that a
+    stream without capture pays one ``is None`` per chunk and nothing more.
 
-    Text is kept until ``bytes_left`` (of ``max_bytes``, UTF-8) runs out: what is recorded is cut
-    to ``max_bytes`` anyway, so a long stream holds little more than that. A parser may stop
-    looking for text once ``bytes_left <= 0``.
+    Text is kept until ``bytes_left`` runs out: a byte more than ``max_bytes`` (UTF-8), enough
+    for the recorded part to be cut to ``max_bytes`` and marked as cut, so a long stream holds
+    little more than that. A parser may stop looking for text once ``bytes_left <= 0``. Tool
+    calls streamed in pieces (OpenAI's deltas) are assembled with :meth:`add_tool_call`.
     """
 
-    __slots__ = ("bytes_left", "max_bytes", "parts", "redact")
+    __slots__ = ("bytes_left", "max_bytes", "parts", "redact", "tool_call_pieces")
 
     def __init__(self, max_bytes: int, redact: Callable[[str], str] | None) -> None:
         self.parts: list[str] = []
-        self.bytes_left = max_bytes
+        self.bytes_left = max_bytes + 1
         self.max_bytes = max_bytes
         self.redact = redact
+        self.tool_call_pieces: dict[Any, list[Any]] | None = None
 
     def add(self, text: Any) -> None:
         """Keep ``text`` while bytes are left (anything but a non-empty str is ignored)."""
@@ -130,13 +131,44 @@ class StreamedText:
             self.parts.append(text)
             self.bytes_left -= len(text.encode("utf-8"))
 
-    def output_messages(self, **fields: Any) -> str:
-        """``gen_ai.output.messages``: one assistant message with the text kept, and those of
-        ``fields`` that are not empty (``reasoning_content``, ``tool_calls``); redacted (the hook
-        sees streamed output too, before anything is set on the span), then cut to the budget."""
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.parts)}
-        message.update((name, value) for name, value in fields.items() if value)
-        return bounded_content(json.dumps([message], default=str), self.max_bytes, self.redact)
+    def add_tool_call(self, index: Any, call_id: Any, name: Any, arguments: Any) -> None:
+        """Add a piece of the tool call at ``index``: its id and name when given, and a piece of
+        its arguments' JSON text (kept up to a byte past the budget, like the text)."""
+        if self.tool_call_pieces is None:
+            self.tool_call_pieces = {}
+        call = self.tool_call_pieces.get(index)
+        if call is None:
+            call = self.tool_call_pieces[index] = [None, "", [], self.max_bytes + 1]
+        if call_id:
+            call[0] = call_id
+        if name:
+            call[1] += name if isinstance(name, str) else str(name)
+        if isinstance(arguments, str) and arguments and call[3] > 0:
+            call[2].append(arguments)
+            call[3] -= len(arguments.encode("utf-8"))
+
+    def output_messages(
+        self,
+        tool_calls: Any = (),
+        finish_reason: Any = None,
+        reasoning: Any = "",
+    ) -> str:
+        """``gen_ai.output.messages``: one assistant message with the text kept, the tool calls
+        assembled here and those given (as parts), and ``reasoning`` text; each part redacted
+        and bounded by the shared builder (see :mod:`llmtrace.sdk.content`)."""
+        calls = list(tool_calls or ())
+        if self.tool_call_pieces:
+            calls.extend(
+                content.tool_call_part(call_id, name, "".join(arguments))
+                for call_id, name, arguments, _ in self.tool_call_pieces.values()
+            )
+        message = content.output_message(
+            "".join(self.parts),
+            calls,
+            finish_reason,
+            reasoning if isinstance(reasoning, str) else "",
+        )
+        return content.encode_messages([message], self.max_bytes, self.redact)
 
 
 # Immutable, so one instance serves every call that ends well.
@@ -281,6 +313,8 @@ class StreamRecorder:
                     tokens = parser.output_tokens()
                 if tokens and generation_time > 0:
                     plain[semconv.OUTPUT_TOKENS_PER_SECOND] = tokens / generation_time
+            if capture_settings()[0]:
+                content.route_content(span, plain, attributes)
             set_span_attributes(span, attributes, parsed and how == "completed", plain)
             if how == "error" and exc is not None:
                 record_error(span, exc)
@@ -344,6 +378,9 @@ class GatheredAttributes:
     """
 
     __slots__ = ("_span", "attributes", "plain")
+
+    # Read by content.set_call_attributes: content is routed at the stream's end, not here.
+    gathers_attributes = True
 
     def __init__(
         self, span: Span, attributes: dict[str, Any], plain: dict[str, Any] | None = None

@@ -141,7 +141,7 @@ def test_arguments_win_over_environment(monkeypatch):
         (
             {},
             {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "maybe"},
-            "is not a boolean; accepted: true, false",
+            "is not a capture mode; accepted: no_content, span_only, event_only",
         ),
         ({}, {"OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, "has no '='"),
         (

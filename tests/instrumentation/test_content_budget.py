@@ -1,7 +1,9 @@
-"""``content_max_bytes`` is a budget in bytes of UTF-8, and 0 captures nothing, streamed or not."""
+"""``content_max_bytes`` is a budget in bytes of UTF-8 for each captured part, and 0 captures
+nothing, streamed or not."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import openai
@@ -46,8 +48,10 @@ def test_content_is_cut_to_the_byte_budget(model_server, spans, budget, stream):
     assert _call(model_server, stream) == "".join(TOKENS)  # the caller's result is whole
     (span,) = model_spans(spans)
     for key in CONTENT:
-        value = span.attributes[key]
-        assert 0 < len(value.encode("utf-8")) <= budget, (key, value)
+        (message,) = json.loads(span.attributes[key])  # cut per part, the JSON stays whole
+        (part,) = message["parts"]
+        assert 0 < len(part["content"].encode("utf-8")) <= budget, (key, part)
+        assert part["llmtrace.truncated"] is True
 
 
 @pytest.mark.parametrize("budget", [0], indirect=True)

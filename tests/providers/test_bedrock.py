@@ -477,9 +477,9 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
         call()
         a = only_span(spans).attributes
         assert "Say hello" in a[semconv.GEN_AI_INPUT_MESSAGES]
-        assert json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES]) == [
-            {"role": "assistant", "content": "Hello, world!"}
-        ]
+        (message,) = json.loads(a[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert message["role"] == "assistant"
+        assert message["parts"] == [{"type": "text", "content": "Hello, world!"}]
 
 
 # --- what is not traced, and coexistence ------------------------------------------------------
@@ -963,7 +963,8 @@ def test_recorded_tool_calls_are_captured_with_content(server, spans, monkeypatc
             c["name"],
             json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"],
         )
-        for c in message["tool_calls"]
+        for c in message["parts"]
+        if c["type"] == "tool_call"
     ]
     assert found == expected
 

@@ -612,7 +612,8 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     assert "be brief" in whole.attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS]
     for span in (whole, streamed):
         (message,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
-        assert message == {"role": "assistant", "content": "Hello, world!"}
+        assert message["role"] == "assistant"
+        assert message["parts"] == [{"type": "text", "content": "Hello, world!"}]
 
 
 def test_captured_output_has_the_function_calls(server, spans, monkeypatch):
@@ -627,10 +628,10 @@ def test_captured_output_has_the_function_calls(server, spans, monkeypatch):
     response = client.models.generate_content(model="gemini-2.0-flash", contents="weather?")
     (span,) = model_spans(spans)
     (message,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
-    assert [call["name"] for call in message["tool_calls"]] == [
-        call.name for call in response.function_calls
-    ]
-    assert len(message["tool_calls"]) >= 2
+    calls = [part for part in message["parts"] if part["type"] == "tool_call"]
+    assert [call["name"] for call in calls] == [call.name for call in response.function_calls]
+    assert [call["arguments"] for call in calls] == [call.args for call in response.function_calls]
+    assert len(calls) >= 2
 
 
 # --- recorded traffic ----------------------------------------------------------------------------

@@ -291,7 +291,13 @@ def test_content_is_captured_only_when_asked(server, spans, monkeypatch):
     for span in (whole, streamed):
         assert "Say hello" in span.attributes[semconv.GEN_AI_INPUT_MESSAGES]
         output = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
-        assert output == [{"role": "assistant", "content": "Hello, world!"}]
+        assert output == [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "Hello, world!"}],
+                "finish_reason": "stop",
+            }
+        ]
 
 
 INIT_CODE = """

@@ -266,10 +266,12 @@ def test_tool_calls_are_output_and_with_capture_part_of_the_output_message(
     (message,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
     assert message["role"] == "assistant"
     # (the client keeps no call id: ollama's ToolCall model has none)
-    assert message["tool_calls"] == [
-        {"type": "function", "function": {"name": "get_current_weather", "arguments": "{}"}}
+    assert [p for p in message["parts"] if p["type"] == "tool_call"] == [
+        {"type": "tool_call", "id": None, "name": "get_current_weather", "arguments": {}}
     ]
-    assert json.loads(attributes[sc.GEN_AI_INPUT_MESSAGES]) == MESSAGES
+    assert json.loads(attributes[sc.GEN_AI_INPUT_MESSAGES]) == [
+        {"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in MESSAGES
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -297,8 +299,11 @@ def test_thinking_is_recorded_only_with_capture(server, spans, instrumented, str
         (message,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
         assert message == {
             "role": "assistant",
-            "content": "fortytwo",
-            "reasoning_content": "ponder",
+            "parts": [
+                {"type": "reasoning", "content": "ponder"},
+                {"type": "text", "content": "fortytwo"},
+            ],
+            "finish_reason": "stop",
         }
         if stream:
             # the first thinking token (sent at 50 ms; the answer's at 350 ms) is the model's

@@ -82,6 +82,11 @@ class Behaviour:
     # Answers to refuse the next requests with, one per request, in order: (status, extra
     # headers), e.g. (429, {"retry-after-ms": "400"}); requests after them are answered as usual.
     refusals: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    # A tool call to answer every request with after the text, (id, name, arguments as JSON
+    # text): chat completions end with finish reason "tool_calls", Messages with a tool_use block;
+    # streamed, the arguments arrive in two pieces. None: answer with text only. (``tool_call``
+    # above answers with a tool call only until the tool's result comes back, as agents need.)
+    tool_use: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -447,7 +452,8 @@ class ModelServer:
         created = int(time.time())
         tool_call = self._tool_call_due(body) if chat else None
         call_id = self._next_id("call") if tool_call is not None else ""
-        finish_reason = "stop" if tool_call is None else "tool_calls"
+        tool_use = b.tool_use if chat and tool_call is None else None
+        finish_reason = "stop" if tool_call is None and tool_use is None else "tool_calls"
         if not body.get("stream"):
             await self._whole_after_generation(request)
             text = "".join(b.tokens)
@@ -461,6 +467,15 @@ class ModelServer:
                 }
             elif chat:
                 choice["message"] = {"role": "assistant", "content": text}
+                if tool_use is not None:
+                    call_id, name, arguments = tool_use
+                    choice["message"]["tool_calls"] = [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments},
+                        }
+                    ]
             else:
                 choice["text"] = text
             payload = {
@@ -520,6 +535,16 @@ class ModelServer:
             await self._emit_tokens(request, send)
         else:
             await self._emit_tokens(request, send_call, ["", tool_call[1]])
+        if tool_use is not None:
+            use_id, name, arguments = tool_use
+            half = len(arguments) // 2
+            for piece, first in ((arguments[:half], True), (arguments[half:], False)):
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+                if first:
+                    call.update(id=use_id, type="function")
+                    call["function"]["name"] = name
+                delta = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+                await reply.event(chunk(delta))
         final = (
             {"index": 0, "delta": {}, "finish_reason": finish_reason}
             if chat
@@ -651,8 +676,20 @@ class ModelServer:
                 "type": "message",
                 "role": "assistant",
                 "model": b.model,
-                "content": [{"type": "text", "text": "".join(b.tokens)}],
-                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "".join(b.tokens)}]
+                + (
+                    [
+                        {
+                            "type": "tool_use",
+                            "id": b.tool_use[0],
+                            "name": b.tool_use[1],
+                            "input": json.loads(b.tool_use[2]),
+                        }
+                    ]
+                    if b.tool_use is not None
+                    else []
+                ),
+                "stop_reason": "end_turn" if b.tool_use is None else "tool_use",
                 "stop_sequence": None,
                 "usage": usage,
             }
@@ -695,10 +732,28 @@ class ModelServer:
 
         await self._emit_tokens(request, send)
         await reply.event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        if b.tool_use is not None:
+            call_id, name, arguments = b.tool_use
+            block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+            await reply.event(
+                {"type": "content_block_start", "index": 1, "content_block": block},
+                "content_block_start",
+            )
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                await reply.event(
+                    {"type": "content_block_delta", "index": 1, "delta": delta},
+                    "content_block_delta",
+                )
+            await reply.event({"type": "content_block_stop", "index": 1}, "content_block_stop")
         await reply.event(
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "delta": {
+                    "stop_reason": "end_turn" if b.tool_use is None else "tool_use",
+                    "stop_sequence": None,
+                },
                 "usage": {"output_tokens": len(b.tokens)},
             },
             "message_delta",

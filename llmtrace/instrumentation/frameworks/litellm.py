@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +38,7 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.chat_format import chat_message, messages_of
 from llmtrace.instrumentation.model_call import acall_model, call_model, field_of, fields_of
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.instrumentation.providers.openai import (
@@ -47,10 +47,10 @@ from llmtrace.instrumentation.providers.openai import (
     streamed_response_attributes,
     usage_attributes,
 )
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
-    bounded_content,
     capture_settings,
     current_model_call,
     enter_model_call,
@@ -186,14 +186,16 @@ def _start(
                 if messages is None and api == _RESPONSES and args:
                     messages = args[0]
                 if messages is not None:
-                    attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-                        json.dumps(messages, default=str), max_bytes, redact
+                    attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+                        messages_of(messages), max_bytes, redact
                     )
                 output_budget = (max_bytes, redact)
         started_at = time.monotonic()
+        held = content.start_content(attributes)
         span = get_tracer().start_span(
             f"{operation} {sent_model}", kind=SpanKind.CLIENT, attributes=attributes
         )
+        content.remember_input(span, held)
         # Under a framework's model span (LangChain's ChatLiteLLM), this span is the one closest
         # to the wire: it owns TTFT and usage, and the framework's span becomes structure.
         note_provider_call()
@@ -233,18 +235,16 @@ def _record_response(
                 attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(vector)
     attributes.update(usage)
     if output_budget is not None:
-        text = "".join(
-            content
+        messages = [
+            chat_message(field_of(choice, "message"), field_of(choice, "finish_reason") or "stop")
             for choice in get("choices") or ()
-            if isinstance(content := field_of(field_of(choice, "message"), "content"), str)
-        )
-        if text:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = _output_messages(text, output_budget)
-    span.set_attributes(attributes)
-
-
-def _output_messages(text: str, output_budget: OutputBudget) -> str:
-    return bounded_content(json.dumps([{"role": "assistant", "content": text}]), *output_budget)
+            if field_of(choice, "message") is not None
+        ]
+        if messages:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+                messages, *output_budget
+            )
+    content.set_call_attributes(span, attributes)
 
 
 class StreamChunkParser:
@@ -303,7 +303,9 @@ class StreamChunkParser:
     def finish(self, span: Span) -> None:
         attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
         if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=next(iter(self._reasons.values()), None)
+            )
         span.set_attributes(attributes)
 
 

@@ -16,7 +16,6 @@ runner, other endpoints) is left as it is. The trace context still reaches the s
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -31,11 +30,12 @@ from llmtrace.instrumentation.model_call import (
     Plan,
     base_url_of,
     field_of,
+    fields_of,
     request_patches,
 )
 from llmtrace.instrumentation.provider import provider_name
+from llmtrace.sdk import content
 from llmtrace.sdk.gate import (
-    bounded_content,
     capture_settings,
     current_model_call,
 )
@@ -70,8 +70,7 @@ def _record_message(
     span: Span, message: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
 ) -> None:
     if message is None:
-        if attributes:
-            span.set_attributes(attributes)
+        content.set_call_attributes(span, attributes)
         return
     message_id = field_of(message, "id")
     if isinstance(message_id, str):
@@ -84,23 +83,47 @@ def _record_message(
         attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [stop_reason]
     attributes.update(usage_attributes(field_of(message, "usage")))
     if output_budget is not None:
-        texts = [
-            field_of(block, "text")
-            for block in field_of(message, "content") or ()
-            if field_of(block, "type") == "text"
-        ]
-        text = "".join(t for t in texts if isinstance(t, str))
-        if text:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-                json.dumps([{"role": "assistant", "content": text}]), *output_budget
+        parts = block_parts(field_of(message, "content"))
+        if parts:
+            output = content.message("assistant", parts, stop_reason or "stop")
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+                [output], *output_budget
             )
-    span.set_attributes(attributes)
+    content.set_call_attributes(span, attributes)
+
+
+def block_parts(blocks: Any) -> list[dict[str, Any]]:
+    """Parts of a Messages content (a string or a list of blocks: text, tool_use, tool_result,
+    thinking; any other block is recorded as a text part of its JSON)."""
+    if blocks is None or isinstance(blocks, str):
+        return content.plain_parts(blocks)
+    parts: list[dict[str, Any]] = []
+    for block in blocks if isinstance(blocks, list | tuple) else (blocks,):
+        kind = field_of(block, "type")
+        if kind == "text":
+            parts.append(content.text_part(field_of(block, "text") or ""))
+        elif kind in ("tool_use", "server_tool_use"):
+            parts.append(
+                content.tool_call_part(
+                    field_of(block, "id"), field_of(block, "name"), field_of(block, "input")
+                )
+            )
+        elif kind == "tool_result":
+            result = field_of(block, "content")
+            if isinstance(result, list):
+                result = [fields_of(item) for item in result]
+            parts.append(content.tool_call_response_part(field_of(block, "tool_use_id"), result))
+        elif kind == "thinking":
+            parts.append(content.reasoning_part(field_of(block, "thinking") or ""))
+        else:
+            parts.extend(content.plain_parts([fields_of(block)]))
+    return parts
 
 
 class MessageEventParser:
     """Raw Messages stream events: deltas count as content; usage arrives at start and end."""
 
-    __slots__ = ("_text", "id", "model", "stop_reason", "usage")
+    __slots__ = ("_text", "_thinking", "id", "model", "stop_reason", "usage")
 
     def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
         self.id: str | None = None
@@ -108,6 +131,7 @@ class MessageEventParser:
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
+        self._thinking: list[str] = []
 
     def has_content(self, event: Any) -> bool:
         return getattr(event, "type", None) == "content_block_delta"
@@ -115,8 +139,23 @@ class MessageEventParser:
     def observe(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "content_block_delta":
-            if self._text is not None and self._text.bytes_left > 0:
-                self._text.add(getattr(event.delta, "text", None))
+            if self._text is not None:
+                delta = event.delta
+                delta_type = getattr(delta, "type", None)
+                if delta_type == "input_json_delta":
+                    self._text.add_tool_call(
+                        event.index, None, None, getattr(delta, "partial_json", None)
+                    )
+                elif delta_type == "thinking_delta":
+                    self._thinking.append(getattr(delta, "thinking", "") or "")
+                elif self._text.bytes_left > 0:
+                    self._text.add(getattr(delta, "text", None))
+        elif kind == "content_block_start":
+            block = getattr(event, "content_block", None)
+            if self._text is not None and getattr(block, "type", None) == "tool_use":
+                self._text.add_tool_call(
+                    event.index, field_of(block, "id"), field_of(block, "name"), None
+                )
         elif kind == "message_start":
             message = event.message
             self.id = message.id
@@ -140,8 +179,12 @@ class MessageEventParser:
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
         if self.stop_reason:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.stop_reason]
-        if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+        if self._text is not None and (
+            self._text.parts or self._text.tool_call_pieces or self._thinking
+        ):
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=self.stop_reason, reasoning="".join(self._thinking)
+            )
         span.set_attributes(attributes)
 
 
@@ -182,13 +225,21 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         attributes[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
     capture, max_bytes, redact, _ = capture_settings()
     if capture and "messages" in body:
-        attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-            json.dumps(body["messages"], default=str), max_bytes, redact
+        messages = body["messages"]
+        attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+            [
+                content.message(
+                    field_of(item, "role") or "user", block_parts(field_of(item, "content"))
+                )
+                for item in (messages if isinstance(messages, list | tuple) else ())
+            ],
+            max_bytes,
+            redact,
         )
         system = body.get("system")
         if system is not None:
-            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
-                json.dumps(system, default=str), max_bytes, redact
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                block_parts(system), max_bytes, redact
             )
     output_budget = (max_bytes, redact) if capture else None
     text_budget = max_bytes if capture else 0

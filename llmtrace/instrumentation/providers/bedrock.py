@@ -294,7 +294,11 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
         header_attributes(headers_of(result), attributes)
         if output is not None and isinstance(body, Mapping):
             output.add_body(body)
-    captured = output.attribute() if output is not None else None
+    captured = (
+        output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
+        if output is not None
+        else None
+    )
     if captured is not None:
         attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
     try:

@@ -13,8 +13,9 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
+from llmtrace.sdk import content
+from llmtrace.sdk.content import tool_call_part
 from llmtrace.sdk.gate import (
-    bounded_content,
     capture_settings,
 )
 from llmtrace.sdk.streaming import StreamedText
@@ -251,16 +252,58 @@ def plan_call(
     if isinstance(guardrail_id, str) and guardrail_id:
         attributes[semconv.AWS_BEDROCK_GUARDRAIL_ID] = guardrail_id
     if plan.capture is not None and inputs is not None:
-        attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-            json.dumps(inputs, default=str), *plan.capture
+        attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+            input_messages(inputs), *plan.capture
         )
         system = body.get("system")
         if system is not None:
-            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
-                json.dumps(system, default=str), *plan.capture
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                block_parts(system), *plan.capture
             )
     name = f"{operation_name} {model}" if model else operation_name
     return name, attributes, plan
+
+
+def block_parts(blocks: Any) -> list[dict[str, Any]]:
+    """Parts of a Converse content list (``text``, ``toolUse``, ``toolResult``, ``reasoningContent``
+    blocks) or an Anthropic-format one (typed blocks), or a string."""
+    if not isinstance(blocks, list | tuple):
+        return content.plain_parts(blocks)
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            parts.extend(content.plain_parts([block]))
+            continue
+        use = block.get("toolUse")
+        result = block.get("toolResult")
+        if isinstance(use, Mapping):
+            parts.append(tool_call_part(use.get("toolUseId"), use.get("name"), use.get("input")))
+        elif isinstance(result, Mapping):
+            parts.append(
+                content.tool_call_response_part(result.get("toolUseId"), result.get("content"))
+            )
+        elif block.get("type") == "tool_use":
+            parts.append(tool_call_part(block.get("id"), block.get("name"), block.get("input")))
+        elif block.get("type") == "tool_result":
+            parts.append(
+                content.tool_call_response_part(block.get("tool_use_id"), block.get("content"))
+            )
+        else:
+            parts.extend(content.plain_parts([block]))
+    return parts
+
+
+def input_messages(inputs: Any) -> list[dict[str, Any]]:
+    """A request's messages (or prompt) in the parts shape."""
+    if not isinstance(inputs, list | tuple):
+        return [content.message("user", content.plain_parts(inputs))]
+    messages = []
+    for item in inputs:
+        if isinstance(item, Mapping) and "role" in item:
+            messages.append(content.message(item["role"], block_parts(item.get("content"))))
+        else:
+            messages.append(content.message("user", content.plain_parts([item])))
+    return messages
 
 
 # --- responses --------------------------------------------------------------------------------
@@ -382,10 +425,18 @@ class Output(StreamedText):
                     if isinstance(item, Mapping):
                         self.add(item.get(text_name))
 
-    def attribute(self) -> str | None:
+    def attribute(self, finish_reasons: Any = None) -> str | None:
+        """``gen_ai.output.messages``, or None when nothing was said; ``finish_reasons``: those
+        of the response, the first being the message's."""
         if not self.parts and not self.calls:
             return None
-        return self.output_messages(tool_calls=list(self.calls.values()))
+        return self.output_messages(
+            finish_reason=finish_reasons[0] if finish_reasons else None,
+            tool_calls=[
+                tool_call_part(call["id"], call["name"], call["arguments"])
+                for call in self.calls.values()
+            ],
+        )
 
 
 def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
@@ -518,7 +569,7 @@ def _tool_start(output: Output, block: Any) -> None:
 
 def _finish_stream(span: Span, attributes: dict[str, Any], output: Output | None) -> None:
     if output is not None:
-        captured = output.attribute()
+        captured = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
         if captured is not None:
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
     if attributes:

@@ -248,7 +248,7 @@ def _record_response(
             text, tool_calls = _output_text(response)
             if text or tool_calls:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output_messages(
-                    text, output_budget, tool_calls
+                    text, output_budget, tool_calls, _first(attributes)
                 )
     if attributes:
         span.set_attributes(attributes)
@@ -311,7 +311,9 @@ class StreamEventParser:
         if self.reason:
             attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.reason]
         if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=self.reason
+            )
         span.set_attributes(attributes)
 
 
@@ -634,3 +636,9 @@ class CohereInstrumentor(LibraryInstrumentor):
             is_async = cls.startswith("Async")
             yield module, f"{cls}.chat", async_chat if is_async else chat
             yield module, f"{cls}.chat_stream", async_stream if is_async else stream
+
+
+def _first(attributes: dict[str, Any]) -> Any:
+    """The first finish reason recorded, for the output message."""
+    reasons = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
+    return reasons[0] if reasons else None

@@ -56,7 +56,6 @@ has secret-looking query values removed by the HTTP hooks.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 import types
@@ -79,10 +78,11 @@ from llmtrace.instrumentation.model_call import (
     make_request_wrappers,
     start_planned_call,
 )
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.content import tool_call_part
 from llmtrace.sdk.gate import (
     ModelCall,
-    bounded_content,
     capture_settings,
     current_model_call,
     enter_model_call,
@@ -277,10 +277,17 @@ class OutputText(StreamedText):
                     self.calls.append({"name": call.name, "arguments": call.args})
                     self.bytes_left -= len(str(call.args or "")) + len(call.name or "")
 
-    def attribute(self) -> str | None:
+    def attribute(self, finish_reasons: Any = None) -> str | None:
+        """``gen_ai.output.messages``, or None when nothing was said; ``finish_reasons``: those
+        of the response, the first being the message's."""
         if not self.parts and not self.calls:
             return None
-        return self.output_messages(tool_calls=self.calls)
+        return self.output_messages(
+            finish_reason=finish_reasons[0] if finish_reasons else None,
+            tool_calls=[
+                tool_call_part(None, call["name"], call["arguments"]) for call in self.calls
+            ],
+        )
 
 
 def _record_generate_content(
@@ -306,7 +313,7 @@ def _record_generate_content(
         attributes.update(usage.attributes())
         if output is not None:
             output.add_response(response)
-            text = output.attribute()
+            text = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
             if text is not None:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
     if attributes:
@@ -390,13 +397,51 @@ class ChunkParser:
                 self.reasons[index] for index in sorted(self.reasons)
             ]
         if self.output is not None:
-            text = self.output.attribute()
+            text = self.output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
             if text is not None:
                 attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
         span.set_attributes(attributes)
 
 
 # --- the plans ---------------------------------------------------------------------------------
+
+
+def _content_parts(given: Any) -> list[dict[str, Any]]:
+    """Parts of a Gemini ``Content`` (or its dict), a ``Part``, a string or a list of those."""
+    if isinstance(given, str):
+        return [content.text_part(given)]
+    if isinstance(given, list | tuple):
+        return [part for item in given for part in _content_parts(item)]
+    plain = _jsonable(given) if not isinstance(given, Mapping) else given
+    if not isinstance(plain, Mapping):
+        return content.plain_parts(plain)
+    if "parts" in plain:
+        return _content_parts(plain.get("parts") or [])
+    text = plain.get("text")
+    call = plain.get("function_call") or plain.get("functionCall")
+    response = plain.get("function_response") or plain.get("functionResponse")
+    if isinstance(call, Mapping):
+        return [content.tool_call_part(call.get("id"), call.get("name"), call.get("args"))]
+    if isinstance(response, Mapping):
+        return [content.tool_call_response_part(response.get("id"), response.get("response"))]
+    if isinstance(text, str):
+        if plain.get("thought"):
+            return [content.reasoning_part(text)]
+        return [content.text_part(text)]
+    return content.plain_parts([{k: v for k, v in plain.items() if v is not None}])
+
+
+def _input_messages(contents: Any) -> list[dict[str, Any]]:
+    """``contents`` in the parts shape: a Content's role ``model`` is the assistant."""
+    items = contents if isinstance(contents, list | tuple) else [contents]
+    messages = []
+    for item in items:
+        plain = item if isinstance(item, str | Mapping) else _jsonable(item)
+        role = plain.get("role") if isinstance(plain, Mapping) else None
+        if role == "model":
+            role = "assistant"
+        messages.append(content.message(role or "user", _content_parts(plain)))
+    return messages
 
 
 def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, stream: bool) -> Plan:
@@ -416,13 +461,13 @@ def _plan(models: Any, kwargs: Mapping[str, Any], operation: str, stage: str, st
     if capture and operation != semconv.OP_EMBEDDINGS:
         contents = kwargs.get("contents")
         if contents is not None:
-            attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-                json.dumps(contents, default=_jsonable), max_bytes, redact
+            attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+                _input_messages(contents), max_bytes, redact
             )
         system = options.get("system_instruction", "systemInstruction") if options else None
         if system is not None:
-            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
-                json.dumps(system, default=_jsonable), max_bytes, redact
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                _content_parts(system), max_bytes, redact
             )
 
     def output() -> OutputText | None:

@@ -149,7 +149,9 @@ def _record_response(
                 _text_of(field_of(field_of(choice, "message"), "content")) for choice in choices
             )
             if text:
-                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output_messages(text, output_budget)
+                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output_messages(
+                    text, output_budget, None, _first(attributes)
+                )
     if attributes:
         span.set_attributes(attributes)
 
@@ -217,7 +219,9 @@ class CompletionEventParser:
                 self._reasons[index] for index in sorted(self._reasons)
             ]
         if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=_first(attributes)
+            )
         span.set_attributes(attributes)
 
 
@@ -318,3 +322,9 @@ class MistralInstrumentor(LibraryInstrumentor):
             )
             yield f"{package}.{module}", f"{cls}.{method}", sync
             yield f"{package}.{module}", f"{cls}.{async_method}", asynchronous
+
+
+def _first(attributes: dict[str, Any]) -> Any:
+    """The first finish reason recorded, for the output message."""
+    reasons = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
+    return reasons[0] if reasons else None

@@ -50,6 +50,7 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.chat_format import messages_of, tool_call_parts
 from llmtrace.instrumentation.model_call import (
     Fields,
     acall_model,
@@ -59,10 +60,10 @@ from llmtrace.instrumentation.model_call import (
     start_planned_call,
 )
 from llmtrace.instrumentation.server_timings import server_timings_from_ollama
+from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
-    bounded_content,
     capture_settings,
     enter_model_call,
     leave_model_call,
@@ -145,13 +146,10 @@ def _tool_calls(message: Any) -> list[dict[str, Any]]:
     return calls
 
 
-def _output_message(text: str, thinking: str, tool_calls: list[dict[str, Any]]) -> str:
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if thinking:
-        message["reasoning_content"] = thinking
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return json.dumps([message])
+def _output_message(
+    text: str, thinking: str, tool_calls: list[dict[str, Any]], finish_reason: Any
+) -> dict[str, Any]:
+    return content.output_message(text, tool_call_parts(tool_calls), finish_reason, thinking)
 
 
 @dataclass(slots=True)
@@ -184,10 +182,11 @@ def _record_whole(span: Span, plan: _Plan, response: Any, attributes: dict[str, 
     elif plan.output_budget is not None:
         text, thinking, message = _output_parts(plan.operation, fields)
         tools = _tool_calls(message) if message is not None else []
-        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-            _output_message(text, thinking, tools), *plan.output_budget
+        reason = fields.get("done_reason")
+        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+            [_output_message(text, thinking, tools, reason)], *plan.output_budget
         )
-    span.set_attributes(attributes)
+    content.set_call_attributes(span, attributes)
 
 
 def _finish_whole(response: Any, call: ModelCall, plan: _Plan) -> Any:
@@ -253,7 +252,11 @@ class ChunkParser:
             attributes[semconv.GEN_AI_RESPONSE_MODEL] = self._model
         if self._text is not None and self._thinking is not None:
             attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                reasoning_content="".join(self._thinking.parts), tool_calls=self._tools
+                reasoning="".join(self._thinking.parts),
+                tool_calls=tool_call_parts(self._tools),
+                finish_reason=fields_of(self._final).get("done_reason")
+                if self._final is not None
+                else None,
             )
         if attributes:
             span.set_attributes(attributes)
@@ -395,15 +398,15 @@ def _plan(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan
     attributes.update(_request_attributes(body))
     capture, max_bytes, redact, _ = capture_settings()
     if capture:
-        content = _input_content(path, body)
-        if content is not None:
-            attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-                json.dumps(content, default=str), max_bytes, redact
+        given = _input_content(path, body)
+        if given is not None:
+            attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+                messages_of(given), max_bytes, redact
             )
         system = body.get("system")
         if isinstance(system, str) and system:
-            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = bounded_content(
-                system, max_bytes, redact
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                [content.text_part(system)], max_bytes, redact
             )
     return _Plan(
         span_name=f"{operation} {model}" if model else operation,

@@ -15,7 +15,6 @@ the caller, who sees exactly the chunks they would have seen.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -26,6 +25,7 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
+from llmtrace.instrumentation.chat_format import chat_input_messages, chat_message
 from llmtrace.instrumentation.model_call import (
     Plan,
     _model_fields,
@@ -35,7 +35,8 @@ from llmtrace.instrumentation.model_call import (
     request_patches,
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
-from llmtrace.sdk.gate import bounded_content, capture_settings
+from llmtrace.sdk import content
+from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.streaming import StreamedText
 
 logger = logging.getLogger(__name__)
@@ -173,8 +174,7 @@ def _record_response(
 ) -> None:
     """Write what a whole (non-streamed) response says onto the span, with ``attributes``."""
     if response is None:
-        if attributes:
-            span.set_attributes(attributes)
+        content.set_call_attributes(span, attributes)
         return
     get = fields_of(response).get
     response_id = get("id")
@@ -206,28 +206,78 @@ def _record_response(
     if usage is not None:
         _add_usage(attributes, usage)
     if output_budget is not None:
-        text = _output_text(response)
-        if text:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = bounded_content(
-                json.dumps([{"role": "assistant", "content": text}]), *output_budget
+        messages = output_messages_of(response)
+        if messages:
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+                messages, *output_budget
             )
     timings = get("timings")
     if timings is not None:
         attributes.update(_server_timings_of(timings))
-    span.set_attributes(attributes)
+    content.set_call_attributes(span, attributes)
 
 
-def _output_text(response: Any) -> str:
-    output_text = field_of(response, "output_text")
-    if isinstance(output_text, str):
-        return output_text
-    parts: list[str] = []
+def output_messages_of(response: Any) -> list[dict[str, Any]]:
+    """The output messages (parts shape) of a chat completion, a legacy completion or a
+    Responses API response."""
+    if field_of(response, "object") == "response":
+        parts: list[dict[str, Any]] = []
+        for item in field_of(response, "output") or ():
+            kind = field_of(item, "type")
+            if kind == "message":
+                for block in field_of(item, "content") or ():
+                    text = field_of(block, "text")
+                    if text is None:
+                        text = field_of(block, "refusal")
+                    if isinstance(text, str) and text:
+                        parts.append(content.text_part(text))
+            elif kind == "function_call":
+                parts.append(
+                    content.tool_call_part(
+                        field_of(item, "call_id"),
+                        field_of(item, "name"),
+                        field_of(item, "arguments"),
+                    )
+                )
+            elif kind == "reasoning":
+                for block in field_of(item, "summary") or ():
+                    text = field_of(block, "text")
+                    if isinstance(text, str) and text:
+                        parts.append(content.reasoning_part(text))
+        if not parts:
+            return []
+        return [content.message("assistant", parts, _responses_finish_reason(response) or "stop")]
+    messages = []
     for choice in field_of(response, "choices") or ():
+        reason = field_of(choice, "finish_reason") or "stop"
         message = field_of(choice, "message")
-        content = field_of(message, "content") if message is not None else field_of(choice, "text")
-        if isinstance(content, str):
-            parts.append(content)
-    return "".join(parts)
+        if message is None:
+            messages.append(content.output_message(field_of(choice, "text") or "", (), reason))
+            continue
+        messages.append(chat_message(message, reason))
+    return messages
+
+
+def _responses_input_messages(items: Any) -> list[dict[str, Any]]:
+    if isinstance(items, str):
+        return [content.message("user", [content.text_part(items)])]
+    messages: list[dict[str, Any]] = []
+    for item in items if isinstance(items, list | tuple) else ():
+        kind = field_of(item, "type")
+        if kind == "function_call":
+            call = content.tool_call_part(
+                field_of(item, "call_id"), field_of(item, "name"), field_of(item, "arguments")
+            )
+            messages.append(content.message("assistant", [call]))
+        elif kind == "function_call_output":
+            response = content.tool_call_response_part(
+                field_of(item, "call_id"), field_of(item, "output")
+            )
+            messages.append(content.message("tool", [response]))
+        else:
+            role = field_of(item, "role") or "user"
+            messages.append(content.message(role, content.plain_parts(field_of(item, "content"))))
+    return messages
 
 
 def streamed_response_attributes(
@@ -363,9 +413,19 @@ class ChatChunkParser:
                 self._reasons[choice.index] = reason
                 if usage is None:
                     self._remember_timings(chunk)
-            if self._text is not None and self._text.bytes_left > 0:
+            if self._text is not None:
                 delta = field_of(choice, "delta")
-                self._text.add(delta.content if delta is not None else field_of(choice, "text"))
+                if self._text.bytes_left > 0:
+                    self._text.add(delta.content if delta is not None else field_of(choice, "text"))
+                tool_calls = field_of(delta, "tool_calls") if delta is not None else None
+                for call in tool_calls or ():
+                    function = field_of(call, "function")
+                    self._text.add_tool_call(
+                        field_of(call, "index"),
+                        field_of(call, "id"),
+                        field_of(function, "name"),
+                        field_of(function, "arguments"),
+                    )
 
     def _remember_timings(self, chunk: Any) -> None:
         # llama.cpp's server puts its own prompt/generation timings on the last chunk, beside
@@ -384,8 +444,11 @@ class ChatChunkParser:
         """What the stream said, for the recorder (see ChunkParser): the values made plain here
         go where they are not looked at again."""
         add_streamed_response(plain, attributes, self.id, self.model, self._reasons, self.usage)
-        if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages()
+        if self._text is not None and (self._text.parts or self._text.tool_call_pieces):
+            reason = next(iter(self._reasons.values()), None)
+            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+                finish_reason=reason
+            )
         if self.timings is not None:
             attributes.update(_server_timings_of(self.timings))
 
@@ -398,12 +461,13 @@ class ChatChunkParser:
 class ResponsesEventParser:
     """Responses API stream events: content deltas count; the final event has usage and status."""
 
-    __slots__ = ("final", "id", "model")
+    __slots__ = ("budget", "final", "id", "model")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: tuple[int, Any] | None = None) -> None:
         self.id: str | None = None
         self.model: str | None = None
         self.final: Any = None
+        self.budget = budget
 
     def has_content(self, event: Any) -> bool:
         kind = getattr(event, "type", "")
@@ -439,14 +503,27 @@ class ResponsesEventParser:
             if reason:
                 attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
             attributes.update(usage_attributes(field_of(self.final, "usage")))
-        span.set_attributes(attributes)
+            if self.budget is not None:
+                messages = output_messages_of(self.final)
+                if messages:
+                    attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+                        messages, *self.budget
+                    )
+        content.set_call_attributes(span, attributes)
 
 
-def _input_messages(body: Mapping[str, Any]) -> Any:
-    for name in ("messages", "input", "prompt"):
-        if name in body:
-            return body[name]
-    return None
+def _input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """A request's input in the parts shape: chat messages, a Responses API input, or a
+    completion's prompt (a user message per prompt)."""
+    if "messages" in body:
+        return chat_input_messages(body["messages"])
+    if "input" in body:
+        return _responses_input_messages(body["input"])
+    prompt = body.get("prompt")
+    if prompt is None:
+        return None
+    prompts = prompt if isinstance(prompt, list) else [prompt]
+    return [content.message("user", [content.text_part(item)]) for item in prompts]
 
 
 # id(base URL) -> (that URL, LLMTRACE_PROVIDER_NAME then, the calls seen: (operation, stage,
@@ -516,8 +593,13 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     if capture:
         messages = _input_messages(body)
         if messages is not None:
-            attributes[semconv.GEN_AI_INPUT_MESSAGES] = bounded_content(
-                json.dumps(messages, default=str), max_bytes, redact
+            attributes[semconv.GEN_AI_INPUT_MESSAGES] = content.encode_messages(
+                messages, max_bytes, redact
+            )
+        instructions = body.get("instructions")
+        if isinstance(instructions, str) and instructions:
+            attributes[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = content.encode_parts(
+                [content.text_part(instructions)], max_bytes, redact
             )
     output_budget = (max_bytes, redact) if capture else None
 
@@ -530,7 +612,11 @@ def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         else _record_response,
     )
     if suffix == "/responses":
-        plan.parser_factory = ResponsesEventParser
+        plan.parser_factory = (
+            functools.partial(ResponsesEventParser, output_budget)
+            if output_budget is not None
+            else ResponsesEventParser
+        )
         return plan
     hide_usage = False
     stream_options = body.get("stream_options")
