@@ -35,7 +35,7 @@ from tests.frameworks.langchain_support import (
     one,
     report_of,
 )
-from tests.frameworks.timing import LATE_BOUND, assert_ttft, chat_requests
+from tests.frameworks.timing import DELIVERY_BOUND, LATE_BOUND, assert_ttft, chat_requests
 
 FIRST_TOKEN = 0.3
 TOKEN_DELAY = 0.05
@@ -154,7 +154,11 @@ def test_prebuilt_agent_nests_each_model_call_under_its_node(
     # The spans that own the first token report the one the server sent (the suite's bounds).
     every_call = [span for calls in providers for span in calls]
     requests = chat_requests(model_server, len(every_call))
-    assert_ttft(every_call, requests, FIRST_TOKEN)
+    # Async modes: the graph runs each model call in a task of its own, on an event loop also
+    # serving the tool and the callbacks, so the first token can wait a scheduling step or two
+    # longer before the client's parser sees it than in a plain async client.
+    bound = 2 * DELIVERY_BOUND if call.startswith("a") else DELIVERY_BOUND
+    assert_ttft(every_call, requests, FIRST_TOKEN, delivery_bound=bound)
 
     report = report_of(spans, tmp_path)
     assert report.bottleneck is not None and report.bottleneck.stage == "ttft"
