@@ -87,8 +87,15 @@ def assert_tree(trace: list[Any]) -> Any:
     return roots[0]
 
 
-def assert_bottleneck(report: Report, stage: str, seconds: float) -> None:
-    """The report names ``stage`` the bottleneck, its mean within 10% of ``seconds``."""
+def assert_bottleneck(
+    report: Report, stage: str, seconds: float, measured: float | None = None
+) -> None:
+    """The report names ``stage`` the bottleneck, its mean within 10% of ``seconds``; or, given
+    ``measured`` (what the stage's spans themselves lasted, which on a busy machine can run past
+    the injected delay by more than that), between ``seconds`` and ``measured``."""
     assert report.bottleneck is not None and report.bottleneck.stage == stage
     mean = report.stages[stage].distribution.mean
-    assert abs(mean - seconds) <= 0.1 * seconds, mean
+    if measured is None:
+        assert abs(mean - seconds) <= 0.1 * seconds, mean
+    else:
+        assert 0.99 * seconds <= mean <= measured + 0.001, (mean, seconds, measured)
