@@ -12,12 +12,20 @@ Rounds of each variant are interleaved and medians taken, so a machine busy with
 disturbs all variants alike. Spans go to an SDK provider with a batch processor and an exporter
 that drops them: the cost of recording, not of shipping.
 
+With ``--unsampled`` it counts instead, in CPU instructions under callgrind, what a model call
+costs when its trace is not sampled (the common case at a low ``sample_ratio``): a whole and a
+streamed call of the real ``openai`` client over an in-process transport, dropped by the sampler
+as a root or made under a parent the sampler dropped, with and without a meter provider (the
+GenAI client metrics), beside the same call sampled.
+
     python benchmarks/overhead_clients.py [--calls 400] [--chunks 2000]
+    python benchmarks/overhead_clients.py --unsampled [--seeds 0,1,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -137,6 +145,29 @@ def _in_process_call_overhead(tracer: trace.Tracer, rounds: int) -> None:
     print(f"  ratio llmtrace / hand-written: {ours / hand:.2f}x (target <= 1.5x)")
 
 
+def _stream_body() -> bytes:
+    """A chat completion stream as the simulated server sends it: the role-only chunk, four
+    content chunks, the finish reason and the usage chunk."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        payload = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": choices,
+            **extra,
+        }
+        return f"data: {json.dumps(payload)}\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": token}) for token in ("Hello", ",", " world", "!")]
+    events += [chunk({}, "stop"), chunk(None, usage=usage), "data: [DONE]\n\n"]
+    return "".join(events).encode()
+
+
 def _mock_client() -> Any:
     import httpx2
     import openai
@@ -151,7 +182,16 @@ def _mock_client() -> Any:
         ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
     }
-    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=body))
+    stream = _stream_body()
+
+    def answer(request: Any) -> Any:
+        if b'"stream":true' in request.content.replace(b" ", b""):
+            return httpx2.Response(
+                200, content=stream, headers={"content-type": "text/event-stream"}
+            )
+        return httpx2.Response(200, json=body)
+
+    transport = httpx2.MockTransport(answer)
     return openai.OpenAI(
         base_url="http://127.0.0.1:9/v1",
         api_key="k",
@@ -211,6 +251,102 @@ def _instructions_per_call() -> None:
     print(f"  hand-written OTel span  {hand / 1e3:+9.0f} k added")
     print(f"  llmtrace                {ours / 1e3:+9.0f} k added")
     print(f"  ratio llmtrace / hand-written: {ours / hand:.2f}x (target <= 1.5x)")
+
+
+# (sampling, meter provider set) of each configuration --unsampled counts, after the call with
+# no instrumentation: "sampled" (the default parent-based always-on sampler), "dropped" (a root
+# call the sampler drops: ratio 0, the path of 9 calls in 10 at ratio 0.1) and "dropped-parent"
+# (a call under a parent span the sampler dropped, such as an unsampled server request's).
+UNSAMPLED_CONFIGURATIONS = (
+    ("sampled", True),
+    ("dropped", False),
+    ("dropped", True),
+    ("dropped-parent", False),
+    ("dropped-parent", True),
+)
+
+
+def _unsampled_child(kind: str, sampling: str, metrics: bool, calls: int, library: str) -> None:
+    """Run inside valgrind: ``calls`` calls of one configuration (see UNSAMPLED_CONFIGURATIONS;
+    ``sampling`` "none" is the call with no instrumentation), after a warm-up."""
+    from opentelemetry import context as otel_context
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    chosen = ParentBased(ALWAYS_ON) if sampling == "sampled" else ParentBased(TraceIdRatioBased(0))
+    provider = TracerProvider(sampler=chosen)
+    provider.add_span_processor(SimpleSpanProcessor(_Drop()))
+    trace.set_tracer_provider(provider)
+    if metrics:
+        from opentelemetry import metrics as metrics_api
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        metrics_api.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    if sampling == "dropped-parent":
+        parent = trace.get_tracer("application").start_span("request")
+        assert not parent.is_recording()
+        otel_context.attach(trace.set_span_in_context(parent))
+    client = _mock_client()
+
+    def call() -> Any:
+        return client.chat.completions.create(model="m", messages=MESSAGES)
+
+    def stream() -> Any:
+        return sum(
+            1 for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        )
+
+    if sampling != "none":
+        registry.instrument(["openai", "httpx2"])
+    run = stream if kind == "stream" else call
+    if library:
+        import ctypes
+
+        ctypes.CDLL(library).start()
+    for _ in range(20 + calls):
+        run()
+
+
+def _unsampled_instructions(seeds: list[int]) -> None:
+    """Instructions per call of each configuration, mean over ``seeds``: each runs with 10 and
+    110 calls (start-up and warm-up cancel out), its own process each time."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("instruction counts: valgrind not installed (apt-get install valgrind)")
+        return
+    library = callgrind_start_library() or ""
+    configurations = [("none", False), *UNSAMPLED_CONFIGURATIONS]
+    for kind in ("call", "stream"):
+        per_call: dict[tuple[str, bool], float] = {}
+        for sampling, metrics in configurations:
+            totals = []
+            for seed in seeds:
+                counts = [
+                    instructions_of(
+                        __file__,
+                        [
+                            "--unsampled-child",
+                            kind,
+                            sampling,
+                            "metrics" if metrics else "no-metrics",
+                            str(calls),
+                        ],
+                        library,
+                        seed,
+                    )
+                    for calls in (10, 110)
+                ]
+                totals.append((counts[1] - counts[0]) / 100)
+            per_call[sampling, metrics] = statistics.mean(totals)
+        base = per_call["none", False]
+        what = "whole call" if kind == "call" else "streamed call (7 chunks)"
+        print(f"{what}, CPU instructions (callgrind, mean over hash seeds {seeds})")
+        print(f"  no instrumentation                     {base / 1e3:9.0f} k per call")
+        for sampling, metrics in UNSAMPLED_CONFIGURATIONS:
+            label = f"{sampling}, {'metrics' if metrics else 'no meter provider'}"
+            print(f"  {label:<38} {(per_call[sampling, metrics] - base) / 1e3:+9.0f} k added")
 
 
 def _other_providers(server: ModelServer, tracer: trace.Tracer, args: argparse.Namespace) -> None:
@@ -281,11 +417,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions under callgrind"
     )
+    parser.add_argument(
+        "--unsampled",
+        action="store_true",
+        help="count the instructions of calls whose trace is not sampled, and nothing else",
+    )
+    parser.add_argument("--seeds", default="0", help="hash seeds for --unsampled, e.g. 0,1,2")
     parser.add_argument("--instruction-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--unsampled-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.instruction_child:
         variant, calls, library = args.instruction_child
         _instruction_child(variant, int(calls), library)
+        return 0
+    if args.unsampled_child:
+        kind, sampling, metrics, calls, library = args.unsampled_child
+        _unsampled_child(kind, sampling, metrics == "metrics", int(calls), library)
+        return 0
+    if args.unsampled:
+        _unsampled_instructions([int(seed) for seed in args.seeds.split(",")])
         return 0
 
     import openai

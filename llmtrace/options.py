@@ -480,10 +480,21 @@ DEFAULT_ROOT_TIMEOUT = 600.0
 
 @dataclass(frozen=True, slots=True)
 class RequestMetricsOptions:
-    """What ``init()`` was asked for; ``enabled=None`` means: when a metrics pipeline exists."""
+    """What ``init()`` was asked for; ``enabled=None`` means: when a metrics pipeline exists.
+
+    ``unsampled``: whether the requests the trace sampler drops are recorded too (their spans
+    kept for the breakdown, never exported), so that the request metrics count every request.
+    ``None`` (the default, ``LLMTRACE_REQUEST_METRICS_UNSAMPLED`` unset or ``auto``) means yes
+    whenever request metrics are on and the tracer provider is llmtrace's own; ``False`` counts
+    only the sampled requests, and saves recording the spans of the others. Why yes by default:
+    the histograms are meant to count every request before any sampling (a sample thins the
+    counts the report's request numbers and shares rest on), and recording the spans of a
+    request costs about a hundred microseconds against the seconds of an LLM request
+    (benchmarks/README.md, overhead_core.py).
+    """
 
     enabled: bool | None = None
-    unsampled: bool = False
+    unsampled: bool | None = None
     max_traces: int = DEFAULT_MAX_TRACES
     max_spans: int = DEFAULT_MAX_SPANS
     root_timeout: float = DEFAULT_ROOT_TIMEOUT
@@ -522,7 +533,7 @@ def options_from(
     if enabled is None:
         enabled = _env_flag(ENV_ENABLED, env)
     if unsampled is None:
-        unsampled = bool(_env_flag(ENV_UNSAMPLED, env))
+        unsampled = _env_flag(ENV_UNSAMPLED, env)
     kind = (histogram or env.get(ENV_HISTOGRAM) or "explicit").strip().lower()
     if kind not in HISTOGRAMS:
         raise ConfigError(

@@ -6,6 +6,10 @@ Both SDKs send every API call through ``SyncAPIClient.request`` / ``AsyncAPIClie
 per call for all of them; the provider module says which paths are model calls (:class:`Plan`),
 how to read a response and which :class:`~llmtrace.sdk.streaming.ChunkParser` reads its stream.
 
+A call whose trace is not sampled (the sampler dropped its span, or the gate keeps it untraced)
+runs the same way on a :class:`~llmtrace.sdk.counted_span.CountedSpan` while a meter provider is
+set, so that the GenAI client metrics count it like any other (:func:`start_model_call`).
+
 What comes back decides when the span ends:
 
 - a parsed response: recorded and ended at once;
@@ -38,9 +42,12 @@ from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace.sdk import _compat, content, gate
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.counted_span import CountedSpan
 from llmtrace.sdk.gate import (
     ModelCall,
+    counts_untraced,
     current_model_call,
+    current_span,
     direct_method,
     enter_model_call,
     get_tracer,
@@ -242,6 +249,7 @@ def start_model_call(
     call_class: type[CallT],
     context: otel_context.Context | None = None,
     deferred: bool = False,
+    traced: bool = True,
 ) -> CallT:
     """Start the CLIENT span of a model call about to be sent (see :func:`start_client_span`),
     count it as a provider call and return it (a ``call_class``), to send with
@@ -255,15 +263,28 @@ def start_model_call(
     ends (one call to set them all, not one more at the start), for a caller whose every end
     sets what the call gathered (the span processors' ``on_start`` never sees the start
     attributes with such a sampler either way).
+
+    A call the sampler does not sample, or one the gate keeps untraced (``traced=False``, for a
+    caller that found ``gate.counts_untraced()`` true), gets a
+    :class:`~llmtrace.sdk.counted_span.CountedSpan` holding the start ``attributes`` while a meter
+    provider is set: its end records the GenAI client metrics as a sampled call's would, and no
+    trace sees it. The counted span stands for the sampler's dropped span, or under a closed gate
+    for the current span, so the call propagates the same context as before.
     """
     started_at = time.monotonic()
     collected: dict[str, Any] = {}
-    tracer = get_tracer() if deferred else None
-    if tracer is not None and _attribute_blind(tracer):
-        span = tracer.start_span(span_name, context, kind=SpanKind.CLIENT)
-        collected = dict(attributes)
+    if not traced:
+        span: Span = CountedSpan(current_span().get_span_context(), dict(attributes))
     else:
-        span = start_client_span(span_name, attributes, context)
+        tracer = get_tracer() if deferred else None
+        if tracer is not None and _attribute_blind(tracer):
+            span = tracer.start_span(span_name, context, kind=SpanKind.CLIENT)
+            collected = dict(attributes)
+        else:
+            span = start_client_span(span_name, attributes, context)
+        if not span.is_recording() and counts_untraced():
+            span = CountedSpan(span.get_span_context(), dict(attributes))
+            collected = {}
     note_provider_call()
     call = call_class(span, started_at)
     call.collected = collected
@@ -279,19 +300,22 @@ def start_planned_call(
     deferred: bool = False,
 ) -> tuple[PlanT, ModelCall] | None:
     """(plan, model call started) for a call the planner says is a model call, or None to send
-    it untraced: no model call already in flight, the gate (``should_trace``) open, the planner
-    answering a plan, and nothing failing on the way (logged once as ``failure``). ``deferred``:
-    the plan's attributes may be set when the call ends (see :func:`start_model_call`)."""
+    it as it is: no model call already in flight, the gate (``should_trace``) open or the call
+    counted in the metrics all the same (``counts_untraced``), the planner answering a plan, and
+    nothing failing on the way (logged once as ``failure``). ``deferred``: the plan's attributes
+    may be set when the call ends (see :func:`start_model_call`)."""
     if current_model_call() is not None:
         return None
     context = traceable_context()
-    if context is None:
+    if context is None and not counts_untraced():
         return None
     try:
         plan = planner(instance, args, kwargs)
         if plan is None:
             return None
-        return plan, start_model_call(plan.span_name, plan.attributes, ModelCall, context, deferred)
+        return plan, start_model_call(
+            plan.span_name, plan.attributes, ModelCall, context, deferred, context is not None
+        )
     except Exception:
         log_once(logger, failure)
         return None

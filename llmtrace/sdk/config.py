@@ -21,9 +21,13 @@ The options themselves (arguments, environment variables, defaults, validation) 
   metrics itself (OTLP, its own meter provider): they then go where the spans go. With a file or
   console exporter the report reads whole traces anyway; on an application's own providers
   llmtrace adds nothing unless asked (``request_metrics=True`` records through the
-  application's ``MeterProvider``). ``request_metrics_unsampled=True``
-  (``LLMTRACE_REQUEST_METRICS_UNSAMPLED``) records the spans of traces the sampler drops, for
-  the breakdown only; it is opt-in because every request then pays for recording its spans.
+  application's ``MeterProvider``). While they are on, on llmtrace's own provider, the spans of
+  the traces the sampler drops are recorded too, for the breakdown only (never exported), so that
+  the request metrics count every request whatever the sampler keeps; every request then pays
+  for recording its spans (about a hundred microseconds for seven spans, benchmarks/README.md,
+  overhead_core.py), and ``request_metrics_unsampled=False``
+  (``LLMTRACE_REQUEST_METRICS_UNSAMPLED=false``) counts sampled requests only. The GenAI client
+  metrics count every model call in any case (``llmtrace.sdk.counted_span``).
   On llmtrace's own meter provider (explicit buckets, the default) its periodic reader is a
   ``_compat.RequestMetricsReader``: llmtrace aggregates the request histograms itself
   and that reader exports them with the SDK's metrics (far cheaper per point than the SDK:
@@ -222,7 +226,6 @@ def init(
 
             check_names(s.instrument)
         request_options = options_from(request_metrics, unsampled=request_metrics_unsampled)
-        wants_unsampled = request_options.unsampled and request_options.enabled is not False
         if sampler is not None and not isinstance(sampler, Sampler):
             from llmtrace.errors import ConfigError
 
@@ -239,13 +242,14 @@ def init(
             return
 
         current = trace.get_tracer_provider()
+        chosen: Sampler | None = None
         if isinstance(current, TracerProvider) and current is not _owned_provider:
             provider = current
             add_exporter = s.exporter_given
             _warn_ineffective(service_name, resource_attributes, sample_ratio, sampler)
         else:
             chosen = sampler or _sampler(s)
-            _own_provider(_resource(s), RecordUnsampled(chosen) if wants_unsampled else chosen)
+            _own_provider(_resource(s), chosen)
             provider = _owned_provider  # type: ignore[assignment]
             add_exporter = True
 
@@ -269,8 +273,12 @@ def init(
 
         if add_exporter and resolved_exporter(s) == "otlp":
             _install_metrics(s, resource, request_options)
-        _request_metrics = _install_request_metrics(provider, request_options, wants_unsampled)
-        gate.record_unsampled = wants_unsampled and provider is _owned_provider
+        _request_metrics = _install_request_metrics(provider, request_options)
+        records_unsampled = _records_unsampled(request_options, provider)
+        if records_unsampled and chosen is not None and _sampler_switch is not None:
+            # The sampler still decides what is exported; what it drops is recorded only.
+            _sampler_switch.use(RecordUnsampled(chosen))
+        gate.record_unsampled = records_unsampled
         # The fast paths decided and probed here, not inside the first request's spans.
         try:
             from llmtrace.sdk import _compat
@@ -283,7 +291,7 @@ def init(
             provider is _owned_provider
             and sampler is None
             and drops_everything(s)
-            and not wants_unsampled
+            and not records_unsampled
         )
         if not _atexit_registered:
             # The SDK provider flushes at exit only when it owns shutdown; a reused provider or an
@@ -428,8 +436,31 @@ def _replace_resource_attributes(resource: Resource, fresh: Resource) -> None:
         )
 
 
+def _records_unsampled(options: RequestMetricsOptions, provider: TracerProvider) -> bool:
+    """Whether the traces the sampler drops are recorded for the request breakdown: while
+    request metrics are on (``_request_metrics``) and the provider is llmtrace's own, unless
+    ``request_metrics_unsampled=False``. Asked for explicitly where it cannot be, it says why."""
+    if options.unsampled is False:
+        return False
+    if _request_metrics is None:
+        if options.unsampled:
+            logger.warning(
+                "llmtrace: request_metrics_unsampled is set but request metrics are off "
+                "(request_metrics=True turns them on); unsampled spans are not recorded"
+            )
+        return False
+    if provider is not _owned_provider:
+        if options.unsampled:
+            logger.warning(
+                "llmtrace: request_metrics_unsampled needs llmtrace's own TracerProvider; the "
+                "application's sampler decides which requests are counted"
+            )
+        return False
+    return True
+
+
 def _install_request_metrics(
-    provider: TracerProvider, options: RequestMetricsOptions, unsampled: bool
+    provider: TracerProvider, options: RequestMetricsOptions
 ) -> RequestMetricsProcessor | None:
     """Add the request breakdown processor when asked for, or by default when llmtrace exports
     metrics itself; it is stopped and detached with the processors ``init()`` was given."""
@@ -439,17 +470,7 @@ def _install_request_metrics(
     if enabled is None:
         enabled = _owned_meter_provider is not None and meter_provider_set()
     if not enabled:
-        if unsampled:
-            logger.warning(
-                "llmtrace: request_metrics_unsampled is set but request metrics are off "
-                "(request_metrics=True turns them on); unsampled spans are recorded for nothing"
-            )
         return None
-    if unsampled and provider is not _owned_provider:
-        logger.warning(
-            "llmtrace: request_metrics_unsampled needs llmtrace's own TracerProvider; the "
-            "application's sampler decides which requests are counted"
-        )
     from opentelemetry import metrics
 
     owned = _owned_meter_provider is not None and metrics.get_meter_provider() is (

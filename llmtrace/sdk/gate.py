@@ -7,7 +7,9 @@ the rest; an attribute llmtrace already wrapped is left alone (never wrapped twi
 
 The gate (rule 7 of docs/architecture.md): :func:`should_trace` is the one answer to "should this
 be traced?", asked by the decorators and by every instrumentation before it does any work. No
-other module decides it.
+other module decides it. Metrics are not traces: :func:`counts_untraced` answers whether a model
+call the gate keeps untraced (or whose span the sampler drops) is still counted in the GenAI
+client metrics (on a :class:`~llmtrace.sdk.counted_span.CountedSpan`).
 
 The model call in flight: a model-client instrumentation (OpenAI, Anthropic) publishes its
 :class:`ModelCall` in a context variable while the SDK sends the request. The HTTP layer below
@@ -40,6 +42,7 @@ from llmtrace import semconv
 from llmtrace._version import __version__
 from llmtrace.options import settings
 from llmtrace.sdk import _compat, _context_keys
+from llmtrace.sdk.metrics import meter_provider_set
 
 logger = logging.getLogger("llmtrace.instrumentation")
 
@@ -157,6 +160,28 @@ def should_trace_http() -> bool:
     elif _suppressed(current) or _http_suppressed(current):
         return False
     return record_unsampled or _parent_allows(current)
+
+
+def counts_untraced() -> bool:
+    """Whether a model call that is not traced (the gate closed, or the sampler dropped its span)
+    still records the GenAI client metrics: yes whenever a meter provider is set, since metrics
+    count every call whatever the trace sampler decides; no while OpenTelemetry suppresses
+    instrumentation (nothing an exporter does is counted either) or while ``OTEL_SDK_DISABLED``
+    turns llmtrace off."""
+    if not meter_provider_set():
+        return False
+    if drop_all and settings().disabled:
+        return False
+    return not _suppressed(current_context())
+
+
+def current_span() -> Span:
+    """The current span (``trace.get_current_span()``, for less), INVALID_SPAN when none."""
+    current = current_context()
+    span: Span | None = (
+        current.get(_SPAN_KEY) if _SPAN_KEY else trace.get_current_span(current)  # type: ignore[assignment]
+    )
+    return span if span is not None else trace.INVALID_SPAN
 
 
 def _parent_allows(current: otel_context.Context) -> bool:

@@ -33,12 +33,14 @@ its own local breakdown under its own ``service.name``. The two views measure th
 twice, from each side: the caller's ``network`` or model-call stage contains the callee's whole
 request. Sum stage times within one service, never across services.
 
-Sampling: the processor sees only spans the sampler records. With ``unsampled=True`` (opt-in)
-``init()`` wraps the sampler so that a trace it drops is still recorded (not exported): every
-request is then counted, at the cost of recording every span (measured in benchmarks/README.md,
+Sampling: the processor sees only spans the sampler records. While request metrics are on (and
+unless ``request_metrics_unsampled=False``) ``init()`` wraps the sampler of llmtrace's own provider
+in :class:`RecordUnsampled`, so that a trace it drops is still recorded (never exported): every
+request is counted, at the cost of recording every span (measured in benchmarks/README.md,
 overhead_core.py). While it is on, ``gate.record_unsampled`` is True, and llmtrace's
 instrumentation gates (which otherwise skip children of an unsampled parent) start children
 under a parent that is recorded but not sampled, so an unsampled request's stages are its own.
+On an application's own tracer provider its sampler decides which requests are counted.
 
 Where the points go: under the meter provider ``llmtrace.init()`` creates (request metrics on
 by default there), llmtrace aggregates the four histograms itself and that provider's reader

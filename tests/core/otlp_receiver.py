@@ -37,6 +37,8 @@ class Received:
     """Each metrics export's resources: (service.name, the names of the metrics under it)."""
     span_services: list[tuple[str, str]] = field(default_factory=list)
     """(service.name, span name) of every span."""
+    metric_exports: list[ExportMetricsServiceRequest] = field(default_factory=list)
+    """Every metrics export as it came, for the points in it (:func:`histogram_counts`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -49,6 +51,31 @@ def _names(resources: Any, items: str) -> list[str]:
         for scope in getattr(resource, scopes_field)
         for item in getattr(scope, items)
     ]
+
+
+def _attribute_values(attributes: Any) -> dict[str, Any]:
+    return {
+        item.key: getattr(item.value, str(item.value.WhichOneof("value"))) for item in attributes
+    }
+
+
+def histogram_counts(received: Received, name: str) -> list[tuple[dict[str, Any], int]]:
+    """(attributes, count) of every point of the histogram ``name`` in the last export that has
+    it: with cumulative temporality (the OTLP exporters' default) the totals so far."""
+    with received.lock:
+        exports = list(received.metric_exports)
+    for export in reversed(exports):
+        points = [
+            (_attribute_values(point.attributes), int(point.count))
+            for resource in export.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == name
+            for point in metric.histogram.data_points
+        ]
+        if points:
+            return points
+    return []
 
 
 def _service(resource: Any) -> str:
@@ -87,6 +114,7 @@ class OTLPReceiver:
                         answer = ExportTraceServiceResponse().SerializeToString()
                     elif self.path.endswith("/v1/metrics"):
                         metrics = ExportMetricsServiceRequest.FromString(body)
+                        received.metric_exports.append(metrics)
                         received.metric_names.extend(_names(metrics.resource_metrics, "metrics"))
                         received.metric_resources.extend(
                             (_service(resource), _names([resource], "metrics"))

@@ -15,6 +15,7 @@ from llmtrace.errors import ConfigError
 from llmtrace.options import options_from
 from llmtrace.sdk import config
 from llmtrace.sdk.request_metrics import REQUEST_DURATION, STAGE_DURATION, RecordUnsampled
+from tests.core.otlp_receiver import OTLPReceiver, histogram_counts
 from tests.core.test_config import run_script
 
 
@@ -198,3 +199,63 @@ def test_an_unsampled_requests_children_keep_their_stages(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["mean", "True", "5"]
+
+
+_SERVICE = """
+import random, urllib.request
+random.seed(11)
+import openai
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+import llmtrace
+from llmtrace.server import LLMTraceMiddleware
+from tests.rag.asgi_server import serve
+
+llmtrace.init(service_name="svc", endpoint={receiver!r}, protocol="http/protobuf",
+              sample_ratio=0.1, instrument=["openai", "httpx2"]{options})
+client = openai.AsyncOpenAI(base_url={model!r}, api_key="k", max_retries=0)
+
+
+async def answer(request):
+    reply = await client.chat.completions.create(
+        model="svc-model", messages=[{{"role": "user", "content": "hi"}}])
+    return PlainTextResponse(reply.choices[0].message.content)
+
+
+app = Starlette(routes=[Route("/answer", answer)])
+app.add_middleware(LLMTraceMiddleware)
+with serve(app) as url:
+    for _ in range(200):
+        urllib.request.urlopen(url + "/answer").read()
+# spans and metrics are flushed to the receiver at exit
+"""
+
+
+@pytest.mark.parametrize(
+    "options", ["", ", request_metrics_unsampled=False"], ids=["default", "off"]
+)
+def test_a_service_at_a_tenth_sampled_counts_every_request_by_default(
+    model_server, tmp_path: Path, options: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A real ASGI service behind the middleware, llmtrace's defaults with OTLP: every request is
+    in the request metrics (the dropped ones recorded for their breakdown only, never exported),
+    unless ``request_metrics_unsampled=False``; every model call is in the GenAI metrics either
+    way, while about a tenth of the requests are exported."""
+    with OTLPReceiver() as receiver:
+        code = _SERVICE.format(receiver=receiver.url, model=model_server.base_url, options=options)
+        result = run_script(code, tmp_path)
+        assert result.returncode == 0, result.stderr
+        exported = [name for name in receiver.received.span_names if name == "GET /answer"]
+        model_spans = [name for name in receiver.received.span_names if name.startswith("chat ")]
+        requests = histogram_counts(receiver.received, REQUEST_DURATION)
+        calls = histogram_counts(receiver.received, "gen_ai.client.operation.duration")
+    # Binomial(200, 0.1): fewer than 6 or more than 39 happens once in tens of thousands
+    assert 6 <= len(exported) <= 39
+    assert len(model_spans) == len(exported)
+    assert [count for _, count in calls] == [200]
+    (request_attributes, counted), *others = requests
+    assert not others
+    assert request_attributes["llmtrace.request.name"] == "/answer"
+    assert request_attributes["gen_ai.request.model"] == "svc-model"
+    assert counted == (200 if not options else len(exported))

@@ -27,19 +27,24 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.chat_format import chat_message, messages_of
-from llmtrace.instrumentation.model_call import acall_model, call_model, field_of, fields_of
+from llmtrace.instrumentation.model_call import (
+    acall_model,
+    call_model,
+    field_of,
+    fields_of,
+    start_model_call,
+)
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
 from llmtrace.instrumentation.providers.openai import (
     ResponsesEventParser,
@@ -52,11 +57,10 @@ from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
     capture_settings,
+    counts_untraced,
     current_model_call,
     enter_model_call,
-    get_tracer,
     leave_model_call,
-    note_provider_call,
     should_trace,
 )
 from llmtrace.sdk.streaming import (
@@ -151,10 +155,13 @@ OutputBudget = tuple[int, Callable[[str], str] | None]
 def _start(
     api: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[ModelCall, OutputBudget | None] | None:
-    """The model call's span and the output budget, or None when this call is not traced (the
-    gate, or a model call already in flight: LiteLLM inside another framework's model call adds
-    nothing)."""
-    if current_model_call() is not None or not should_trace():
+    """The model call's span and the output budget, or None when this call is neither traced
+    nor counted in the metrics (the gate and ``counts_untraced``), or a model call is already in
+    flight (LiteLLM inside another framework's model call adds nothing)."""
+    if current_model_call() is not None:
+        return None
+    traced = should_trace()
+    if not traced and not counts_untraced():
         return None
     try:
         operation, model_position = _APIS[api]
@@ -190,16 +197,14 @@ def _start(
                         messages_of(messages), max_bytes, redact
                     )
                 output_budget = (max_bytes, redact)
-        started_at = time.monotonic()
-        held = content.start_content(attributes)
-        span = get_tracer().start_span(
-            f"{operation} {sent_model}", kind=SpanKind.CLIENT, attributes=attributes
-        )
-        content.remember_input(span, held)
-        # Under a framework's model span (LangChain's ChatLiteLLM), this span is the one closest
-        # to the wire: it owns TTFT and usage, and the framework's span becomes structure.
-        note_provider_call()
-        return ModelCall(span, started_at), output_budget
+        # Counted as a provider call: under a framework's model span (LangChain's ChatLiteLLM)
+        # this span is the one closest to the wire, it owns TTFT and usage, and the framework's
+        # span becomes structure.
+        call = start_model_call(f"{operation} {sent_model}", attributes, ModelCall, traced=traced)
+        # LiteLLM's ends set nothing the call gathered: what is known during the call (the HTTP
+        # phases) goes onto the span as it comes.
+        call.collected = None
+        return call, output_budget
     except Exception:
         log_once(logger, "litellm model call span start failed")
         return None

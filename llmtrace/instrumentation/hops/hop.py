@@ -52,6 +52,7 @@ from llmtrace._urls import default_port
 from llmtrace.instrumentation.server_timings import server_timings_from_raw_headers
 from llmtrace.sdk import _context_keys
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.counted_span import traced
 from llmtrace.sdk.gate import (
     ModelCall,
     current_context,
@@ -362,7 +363,8 @@ def _prepare(
     still traced, without phases."""
     try:
         inject_trace_context(request.headers, span)
-        if not span.is_recording():
+        if not traced(span):
+            # Not recorded, or only counted in the metrics (which read no phase).
             return None
         extensions = request.extensions
         recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder

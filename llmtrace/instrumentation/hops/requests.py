@@ -22,6 +22,7 @@ from llmtrace import semconv
 from llmtrace.instrumentation._instrumentor import LibraryInstrumentor, PatchRow
 from llmtrace.instrumentation.hops.hop import record_status, start_network_span, untraced
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.counted_span import traced
 from llmtrace.sdk.gate import current_model_call
 from llmtrace.sdk.span_errors import end_failed
 
@@ -53,7 +54,7 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         response = wrapped(*args, **kwargs)
         try:
             call.headers_received(started_at + response.elapsed.total_seconds())
-            if call.span.is_recording():
+            if traced(call.span):
                 _phases(call.span, response, started_at, eager)
         except Exception:
             log_once(logger, "requests phase recording failed")

@@ -113,6 +113,7 @@ from llmtrace.instrumentation.providers.bedrock_formats import (
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
+    counts_untraced,
     current_model_call,
     get_tracer,
     should_trace,
@@ -175,12 +176,15 @@ class _BedrockCall(ModelCall):
 # --- the call ---------------------------------------------------------------------------------
 
 
-def _start(client: Any, operation: str, params: Any) -> tuple[_BedrockCall, Plan] | None:
+def _start(
+    client: Any, operation: str, params: Any, traced: bool
+) -> tuple[_BedrockCall, Plan] | None:
+    """The call started, traced or (``traced`` False) only counted in the metrics."""
     try:
         if not isinstance(params, Mapping):
             return None
         name, attributes, plan = plan_call(client, operation, params)
-        return start_model_call(name, attributes, _BedrockCall), plan
+        return start_model_call(name, attributes, _BedrockCall, traced=traced), plan
     except Exception:
         log_once(logger, "Bedrock call span start failed")
         return None
@@ -319,13 +323,18 @@ def _make_api_call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         operation not in TRACED
         or current_model_call() is not None
         or not is_bedrock_runtime(instance)
-        or not should_trace()
     ):
         return wrapped(*args, **kwargs)
+    traced = should_trace()
     params = args[1] if len(args) > 1 else kwargs.get("api_params")
     if operation == APPLY_GUARDRAIL:
+        if not traced:
+            return wrapped(*args, **kwargs)
         return _apply_guardrail(wrapped, instance, params, args, kwargs)
-    started = _start(instance, operation, params)
+    # A model call the gate keeps untraced is still counted in the GenAI client metrics.
+    if not traced and not counts_untraced():
+        return wrapped(*args, **kwargs)
+    started = _start(instance, operation, params, traced)
     if started is None:
         return wrapped(*args, **kwargs)
     call, plan = started
