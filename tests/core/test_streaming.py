@@ -145,7 +145,7 @@ def test_proxy_keeps_the_provider_objects_attributes(spans):
 
 
 # What the caller does after it stopped reading: long beside the stream's own times.
-CALLER_WORK = 0.3
+CALLER_WORK = 0.5
 
 
 def duration(span: ReadableSpan) -> float:
@@ -174,7 +174,7 @@ def test_break_ends_the_span_as_the_loop_is_left_at_its_last_chunk(spans):
     assert span.status.status_code == StatusCode.UNSET
     assert semconv.TIME_TO_FIRST_TOKEN in span.attributes
     assert span.attributes[semconv.GENERATION_TIME] < 0.01  # the first token came last
-    assert duration(span) < 0.03 + 0.1
+    assert duration(span) < CALLER_WORK  # the caller's work after its last chunk is not in it
 
 
 def test_chunks_read_after_leaving_a_loop_are_handed_on_but_not_counted(spans):
@@ -197,7 +197,7 @@ def test_close_after_the_caller_worked_ends_the_span_at_the_last_chunk(spans):
     stream.close()
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "closed"
-    assert duration(span) < 0.03 + 0.1
+    assert duration(span) < CALLER_WORK  # the caller's work after its last chunk is not in it
     assert span.attributes[semconv.GENERATION_TIME] < 0.01
 
 
@@ -213,8 +213,8 @@ def test_next_then_drop_ends_as_abandoned_at_the_last_chunk(spans):
     assert span.attributes[semconv.STREAM_END] == "abandoned"
     assert span.attributes[semconv.CHUNK_COUNT] == 4
     assert span.status.status_code == StatusCode.UNSET
-    assert duration(span) < 0.04 + 0.1
-    assert 0.005 < span.attributes[semconv.GENERATION_TIME] < 0.1
+    assert duration(span) < CALLER_WORK  # the caller's work after its last chunk is not in it
+    assert 0.005 < span.attributes[semconv.GENERATION_TIME] < CALLER_WORK
 
 
 def test_close_ends_once_and_closes_the_provider_stream(spans):
@@ -243,7 +243,7 @@ def test_never_iterated_stream_dropped_is_abandoned_when_handed_over(spans):
     del stream
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"
-    assert duration(span) < 0.1
+    assert duration(span) < CALLER_WORK
     assert span.attributes[semconv.CHUNK_COUNT] == 0
     assert semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK not in span.attributes
 
@@ -345,7 +345,7 @@ async def test_async_break_ends_the_span_soon_at_its_last_chunk(spans):
     assert finished(spans) == [span]
     assert span.attributes[semconv.STREAM_END] == "closed"
     assert span.attributes[semconv.CHUNK_COUNT] == 3
-    assert duration(span) < 0.03 + 0.1
+    assert duration(span) < CALLER_WORK  # the caller's work after its last chunk is not in it
 
 
 async def test_async_anext_then_drop_is_abandoned_at_the_last_chunk(spans):
@@ -356,7 +356,7 @@ async def test_async_anext_then_drop_is_abandoned_at_the_last_chunk(spans):
     del stream
     span = only_span(spans)
     assert span.attributes[semconv.STREAM_END] == "abandoned"
-    assert duration(span) < 0.02 + 0.1
+    assert duration(span) < CALLER_WORK  # the caller's work after its last chunk is not in it
 
 
 async def test_async_exception_in_the_callers_loop_is_closed(spans):
