@@ -48,6 +48,10 @@ then is a sibling of the LangChain model span (both keep their timing; the break
 counts the time once, along the critical path). LangChain has no embeddings callback: embedding calls made by a vector store are not spans
 unless their provider is instrumented. ``gen_ai.retrieval.top_k`` is known for vector store
 retrievers only.
+
+Why one module of over 800 lines: it is one callback handler whose methods share one map of the
+runs in flight and the parent correction above; split, every part would reach into the same
+state, and the project keeps one module per instrumented library.
 """
 
 from __future__ import annotations

@@ -51,6 +51,11 @@ and is no model call: no span.
 
 The API key (``x-goog-api-key`` or ``key=``) is never recorded: no header is, and ``url.full``
 has secret-looking query values removed by the HTTP hooks.
+
+Why one module of over 800 lines: the project keeps one module per instrumented library (its
+patch rows, parsers and plans in one place, as every other provider); its sections (what a
+response says, the plans, the Interactions API) share the response parsers and the capture
+mapping, so split they would import each other's private helpers.
 """
 
 from __future__ import annotations
