@@ -266,9 +266,26 @@ UNSAMPLED_CONFIGURATIONS = (
 )
 
 
+# The attributes a whole chat call's span ends with, as the metrics read them.
+_CALL_ATTRIBUTES = {
+    "llmtrace.stage": "ttft",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": "m",
+    "gen_ai.response.model": "m",
+    "gen_ai.response.id": "chatcmpl-1",
+    "gen_ai.response.finish_reasons": ("stop",),
+    "server.address": "127.0.0.1",
+    "server.port": 9,
+    "gen_ai.usage.input_tokens": 5,
+    "gen_ai.usage.output_tokens": 1,
+}
+
+
 def _unsampled_child(kind: str, sampling: str, metrics: bool, calls: int, library: str) -> None:
     """Run inside valgrind: ``calls`` calls of one configuration (see UNSAMPLED_CONFIGURATIONS;
-    ``sampling`` "none" is the call with no instrumentation), after a warm-up."""
+    ``sampling`` "none" is the call with no instrumentation), after a warm-up. ``kind`` "points":
+    only the GenAI histogram points of a whole call, recorded through the SDK."""
     from opentelemetry import context as otel_context
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
@@ -297,9 +314,14 @@ def _unsampled_child(kind: str, sampling: str, metrics: bool, calls: int, librar
             1 for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
         )
 
+    def points() -> None:
+        from llmtrace.sdk.metrics import record_model_call
+
+        record_model_call(_CALL_ATTRIBUTES, 0.1)
+
     if sampling != "none":
         registry.instrument(["openai", "httpx2"])
-    run = stream if kind == "stream" else call
+    run = {"stream": stream, "call": call, "points": points}[kind]
     if library:
         import ctypes
 
@@ -347,6 +369,26 @@ def _unsampled_instructions(seeds: list[int]) -> None:
         for sampling, metrics in UNSAMPLED_CONFIGURATIONS:
             label = f"{sampling}, {'metrics' if metrics else 'no meter provider'}"
             print(f"  {label:<38} {(per_call[sampling, metrics] - base) / 1e3:+9.0f} k added")
+    print("of which the GenAI histogram points of a whole call through the SDK (3 points):")
+    print(f"  {_points_instructions(library, seeds) / 1e3:47.0f} k")
+
+
+def _points_instructions(library: str, seeds: list[int]) -> float:
+    """Instructions of ``record_model_call`` for a whole call's attributes (three histogram
+    points through the OpenTelemetry SDK), mean over ``seeds``."""
+    totals = []
+    for seed in seeds:
+        counts = [
+            instructions_of(
+                __file__,
+                ["--unsampled-child", "points", "none", "metrics", str(calls)],
+                library,
+                seed,
+            )
+            for calls in (10, 110)
+        ]
+        totals.append((counts[1] - counts[0]) / 100)
+    return statistics.mean(totals)
 
 
 def _other_providers(server: ModelServer, tracer: trace.Tracer, args: argparse.Namespace) -> None:

@@ -24,8 +24,8 @@ The options themselves (arguments, environment variables, defaults, validation) 
   application's ``MeterProvider``). While they are on, on llmtrace's own provider, the spans of
   the traces the sampler drops are recorded too, for the breakdown only (never exported), so that
   the request metrics count every request whatever the sampler keeps; every request then pays
-  for recording its spans (about a hundred microseconds for seven spans, benchmarks/README.md,
-  overhead_core.py), and ``request_metrics_unsampled=False``
+  for recording its spans (about three times what dropping them costs, a fraction of a
+  millisecond: benchmarks/README.md, overhead_core.py), and ``request_metrics_unsampled=False``
   (``LLMTRACE_REQUEST_METRICS_UNSAMPLED=false``) counts sampled requests only. The GenAI client
   metrics count every model call in any case (``llmtrace.sdk.counted_span``).
   On llmtrace's own meter provider (explicit buckets, the default) its periodic reader is a

@@ -144,7 +144,8 @@ def meter_provider_set() -> bool:
 def record_model_call(
     attributes: Mapping[str, Any], duration: float, output_chunks: int = 0
 ) -> None:
-    """Record one finished model call from its span attributes. Never raises.
+    """Record one finished model call from its span's attributes (a sampled call's, or those a
+    :class:`~llmtrace.sdk.counted_span.CountedSpan` kept for an unsampled one). Never raises.
 
     ``output_chunks``: for a stream, the chunks after the one that brought the first token; the
     generation time spans exactly those, so their mean spacing is time per output chunk.
@@ -153,7 +154,10 @@ def record_model_call(
         if not meter_provider_set():
             return
         instruments = _get()
-        labels = {k: attributes[k] for k in _METRIC_ATTRIBUTES if k in attributes}
+        get = attributes.get
+        # (None is no value: an unsampled call's attributes are a plain dict, which keeps one,
+        # where a span would have dropped it.)
+        labels = {k: value for k in _METRIC_ATTRIBUTES if (value := get(k)) is not None}
         instruments.duration.record(duration, labels)
         input_tokens = attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS)
         if input_tokens is not None:

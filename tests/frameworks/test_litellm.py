@@ -377,6 +377,31 @@ def test_the_gate_decides_nothing_under_suppression(model_server, spans, traced)
     assert spans.get_finished_spans() == ()
 
 
+def test_calls_under_a_dropped_parent_are_counted_once_by_litellm(
+    model_server, spans, traced, metric_reader
+):
+    """Untraced under a parent the sampler dropped, each LiteLLM call is still counted in the
+    GenAI client metrics, once: the openai SDK's call beneath it adds no second point."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    from tests.instrumentation.test_metrics import histograms, points_for
+
+    def counted() -> int:
+        found = histograms(metric_reader)
+        return sum(p.count for p in points_for(found, "gen_ai.client.operation.duration", "sim"))
+
+    dropped = NonRecordingSpan(
+        SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=TraceFlags(0))
+    )
+    before = counted()
+    with trace.use_span(dropped):
+        chat(model_server)
+        for _ in chat(model_server, stream=True):
+            pass
+    assert counted() == before + 2
+    assert spans.get_finished_spans() == ()
+
+
 def test_anthropic_route_is_named_anthropic(model_server, spans, traced):
     model_server.configure(tokens=["x", "y"])
     response = litellm.completion(

@@ -4,7 +4,8 @@
 Each provider's own client against the simulated server speaking its wire format: that its
 recordings are none left out, every end a stream can come to but the whole read (its events are the
 provider's own), nothing traced while instrumentation is suppressed, OpenTelemetry's own HTTP
-instrumentation beside llmtrace's, and the TTFT of the SDKs traced at their public methods. What
+instrumentation beside llmtrace's, the TTFT of the SDKs traced at their public methods, and
+calls under a dropped parent counted in the GenAI client metrics without being traced. What
 differs between providers is in their rows; what one provider alone does stays in its module.
 """
 
@@ -17,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 from llmtrace import semconv
 from tests.providers.sdk_checks import (
@@ -127,6 +129,42 @@ def test_nothing_is_traced_while_instrumentation_is_suppressed(provider, client,
         provider.whole(client)
         list(provider.stream(client))
     assert spans.get_finished_spans() == ()
+
+
+def _counts(reader: Any) -> dict[str, int]:
+    """Points so far of each GenAI histogram (the session's reader is cumulative)."""
+    counts: dict[str, int] = {}
+    data = reader.get_metrics_data()
+    for resource_metrics in data.resource_metrics if data else ():
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                if metric.name.startswith("gen_ai.client."):
+                    total = sum(point.count for point in metric.data.data_points)
+                    counts[metric.name] = counts.get(metric.name, 0) + total
+    return counts
+
+
+@pytest.mark.parametrize("provider", each())
+def test_calls_under_a_dropped_parent_are_counted_once_and_not_traced(
+    provider, client, spans, metric_reader
+):
+    """Metrics count every call: under a parent the sampler dropped, the gate keeps a whole and
+    a streamed call untraced, and the GenAI client metrics count each of them once."""
+    dropped = NonRecordingSpan(
+        SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=TraceFlags(0))
+    )
+    before = _counts(metric_reader)
+    with trace.use_span(dropped):
+        provider.whole(client)
+        list(provider.stream(client))
+    after = _counts(metric_reader)
+    assert spans.get_finished_spans() == ()
+    duration, first_chunk = (
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.operation.time_to_first_chunk",
+    )
+    assert after[duration] - before.get(duration, 0) == 2
+    assert after[first_chunk] - before.get(first_chunk, 0) == 1
 
 
 @pytest.mark.parametrize(("provider", "library"), HTTP_LIBRARIES)
