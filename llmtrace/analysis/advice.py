@@ -54,6 +54,10 @@ class Evidence:
     retried_calls: int = 0
     retry_mean: float | None = None
     retry_error_counts: dict[str, int] = field(default_factory=dict)
+    # model calls that failed and whose requests went on to a later call that answered (a
+    # framework's retry or fallback), and their error types
+    superseded_calls: int = 0
+    superseded_error_counts: dict[str, int] = field(default_factory=dict)
     unclaimed_spans: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -197,24 +201,42 @@ def _advise_network(figures: StageFigures, evidence: Evidence) -> list[str]:
     return advice
 
 
+def _counted(counts: dict[str, int]) -> str:
+    """``429 (4), 503 (1)``: most frequent first."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} ({count})" for name, count in ordered)
+
+
+def _rate_limited(error_type: str) -> bool:
+    return error_type == "429" or "RateLimit" in error_type or "Throttling" in error_type
+
+
 def _advise_retry(figures: StageFigures, evidence: Evidence) -> list[str]:
-    if not evidence.retried_calls:
+    if not evidence.retried_calls and not evidence.superseded_calls:
         return []
-    refused = ", ".join(
-        f"{error_type} ({count})"
-        for error_type, count in sorted(
-            evidence.retry_error_counts.items(), key=lambda item: (-item[1], item[0])
-        )
-    )
-    rate_limited = "429" in evidence.retry_error_counts
+    errors = list(evidence.retry_error_counts) + list(evidence.superseded_error_counts)
+    rate_limited = any(_rate_limited(error_type) for error_type in errors)
     cause = "rate limiting" if rate_limited else "refused or failed attempts"
-    mean = "" if evidence.retry_mean is None else f", {format_seconds(evidence.retry_mean)} each"
-    advice = [
-        f"{evidence.retried_calls} of {evidence.model_calls} model calls "
-        f"({format_share(evidence.retried_calls / evidence.model_calls)}) were retried after "
-        f"{refused}, and waiting before the retries took {format_seconds(figures.mean)} per "
-        f"request on average{mean} ({sc.RETRY_TIME}): time lost to {cause}."
-    ]
+    advice = []
+    if evidence.retried_calls:
+        mean = (
+            "" if evidence.retry_mean is None else f", {format_seconds(evidence.retry_mean)} each"
+        )
+        advice.append(
+            f"{evidence.retried_calls} of {evidence.model_calls} model calls "
+            f"({format_share(evidence.retried_calls / evidence.model_calls)}) were retried after "
+            f"{_counted(evidence.retry_error_counts)}, and waiting before the retries took "
+            f"{format_seconds(figures.mean)} per request on average{mean} ({sc.RETRY_TIME}): "
+            f"time lost to {cause}."
+        )
+    if evidence.superseded_calls:
+        advice.append(
+            f"{evidence.superseded_calls} of {evidence.model_calls} model calls failed "
+            f"({_counted(evidence.superseded_error_counts)}) and their requests went on to a "
+            "later call that answered (a framework's retry or fallback): the failed calls and "
+            f"the waits after them are stage retry, {format_seconds(figures.mean)} per request "
+            f"on average with the client's own retries: time lost to {cause}."
+        )
     if rate_limited:
         advice.append(
             "Raise the provider's rate limit, spread requests over time or over more keys or "

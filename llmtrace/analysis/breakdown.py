@@ -32,6 +32,11 @@ Pure functions over one ``Trace``. The rules (docs/architecture.md, "How a trace
   the rest until the first token is ``ttft``, the remainder ``generation``.
   Timestamps from the server span are never compared with the client's: the two hosts' clocks
   differ, and only durations measured on one clock are trustworthy.
+* A model call that failed (``error.type``; or a span with one directly over such a call, as a
+  framework records its call of a client) and that the request went past, a later sibling being
+  on the critical path after it, is ``retry``, with the wait until that sibling: a framework's
+  retry (LangChain's ``with_retry``) or fallback (``with_fallbacks``, LiteLLM's router) spent it
+  before the call that answered.
 * A call without a first-token time (not streamed) counts entirely as ``ttft``: the client gets
   its first output token together with the last one, so all of it was time to first token. The
   exception is a joined server span that says when the server produced its first token; then
@@ -296,11 +301,15 @@ def model_phases(span: Span) -> ModelPhases:
             assert server.end_to_end is not None and server.time_to_first_token is not None
             decode = max(server.end_to_end - server.time_to_first_token, 0.0)
             client_first = max(duration - decode, 0.0)
-    if network is None:
-        network = _transport_time(span)
     first = duration if client_first is None else client_first
     retry = _seconds(span.attributes.get(sc.RETRY_TIME))
     retry = _clamp(retry, first) if retry else 0.0
+    if network is None:
+        network = _transport_time(span)
+    elif retry:
+        # The server's timings are its answer's, the last attempt's: what the client waited
+        # beyond them includes the refused attempts and the waits, which are retry.
+        network -= retry
     network = _clamp(network, first - retry)
     queue = _clamp(queue, first - retry - network) if queue else 0.0
     load = _clamp(load, first - retry - network - queue) if load else 0.0
@@ -408,10 +417,25 @@ def wrapped_by_sibling(
     return False
 
 
+def failed_attempt(span: Span) -> bool:
+    """A model call that failed, or a span that failed directly over one (a framework's record of
+    its call of a client): if the request went on past it, the attempt was lost to a retry or a
+    fallback."""
+    if sc.ERROR_TYPE not in span.attributes:
+        return False
+    if is_model_call(span):
+        return True
+    for child in span.children:
+        if sc.ERROR_TYPE in child.attributes and is_model_call(child):
+            return True
+    return False
+
+
 @dataclass(slots=True)
 class _Frame:
     """A span with children on the critical path: its children by end time (latest first), the
-    next one to look at, and how far back from its end its stretch is explained."""
+    next one to look at, how far back from its end its stretch is explained, and where that
+    stretch ended (the cursor is below it once a child was on the path)."""
 
     span: Span
     low: int
@@ -419,6 +443,7 @@ class _Frame:
     ordered: Sequence[Span]
     next: int
     cursor: int
+    high: int
 
 
 def _enter(
@@ -454,7 +479,7 @@ def _enter(
             totals[stage] = totals.get(stage, 0) + (high - low)
         return None
     ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
-    return _Frame(span, low, stage, ordered, 0, high)
+    return _Frame(span, low, stage, ordered, 0, high, high)
 
 
 def _walk_critical_path(
@@ -511,6 +536,15 @@ def _walk_critical_path(
                 and wrapped_by_sibling(ordered, index, child_start, child_end, cursor)
             ):
                 continue  # structure beside the work it wraps: passed over for that work
+            if cursor < frame.high and failed_attempt(child):
+                # Superseded: the attempt and the wait after it, until the sibling already on
+                # the path, were lost to a retry or a fallback.
+                if totals is None:
+                    out.append((child_start, cursor, "retry", child.name))
+                else:
+                    totals["retry"] = totals.get("retry", 0) + (cursor - child_start)
+                cursor = child_start
+                continue
             if child_end < cursor:
                 if totals is None:
                     out.append((child_end, cursor, stage, name))

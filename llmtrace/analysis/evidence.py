@@ -129,11 +129,16 @@ class FactSink:
     embedding_inputs: list[int] = field(default_factory=list)
     prompt_chars: list[int] = field(default_factory=list)
     tool_durations: dict[str, list[float]] = field(default_factory=dict)
+    # The error type of each model call that failed and that a later model call of its request
+    # answered after (a framework's retry or fallback), in the order found.
+    superseded_errors: list[str] = field(default_factory=list)
 
     def add_trace(self, trace: Trace, phases: dict[int, ModelPhases] | None = None) -> None:
         """Add one trace's facts; ``phases`` holds model phases the breakdown already computed."""
         known = phases or {}
         by_stage = self._by_stage
+        failed: list[Span] | None = None
+        answered_from: int | None = None  # when the last answered model call began
         stack = [trace.root]
         while stack:
             span = stack.pop()
@@ -144,6 +149,11 @@ class FactSink:
                 continue
             if is_model_call(span):
                 self.model_calls.append(model_call(span, known.get(id(span))))
+                if sc.ERROR_TYPE in attributes:
+                    failed = failed or []
+                    failed.append(span)
+                elif answered_from is None or span.start > answered_from:
+                    answered_from = span.start
                 continue
             stage = attributes.get(sc.STAGE)
             # Sizes are read from the spans of their own stage (a retrieval span's returned
@@ -161,6 +171,10 @@ class FactSink:
             elif stage == "tool":
                 tool = str(attributes.get(sc.GEN_AI_TOOL_NAME) or span.name)
                 self.tool_durations.setdefault(tool, []).append(max(span.duration, 0.0))
+        if failed and answered_from is not None:
+            for span in failed:
+                if span.end <= answered_from:
+                    self.superseded_errors.append(str(span.attributes[sc.ERROR_TYPE]))
 
     @property
     def _by_stage(self) -> dict[str, tuple[tuple[str, list[int]], ...]]:

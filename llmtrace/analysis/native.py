@@ -86,6 +86,7 @@ class NativeTraces:
             embedding_inputs=got.embedding_inputs,
             prompt_chars=got.prompt_chars,
             tool_durations=dict(got.tool_durations),
+            superseded_errors=got.superseded_errors,
         )
         selected = self.selected
         chosen = got.chosen

@@ -90,6 +90,8 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         # a model call the client retried: the report's retry stage and advice
         sc.RETRY_TIME,
         sc.RETRY_ERROR_TYPES,
+        # a model call that failed: one a request went past is a framework's retry or fallback
+        sc.ERROR_TYPE,
     }
 )
 # Content attributes: only whether two requests were identical matters (cache advice), so the

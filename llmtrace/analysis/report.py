@@ -78,6 +78,8 @@ def _evidence(acc: TraceColumns) -> Evidence:
     evidence.retry_error_counts = dict(
         Counter(error_type for c in retried for error_type in c.retry_error_types)
     )
+    evidence.superseded_calls = len(sink.superseded_errors)
+    evidence.superseded_error_counts = dict(Counter(sink.superseded_errors))
     joined = [c for c in calls if c.server_joined]
     evidence.server_joined_calls = len(joined)
     evidence.server_queue_mean = _mean([c.queue for c in joined])

@@ -463,6 +463,12 @@ class ModelCall:
         self.headers_at = None
         self.attempt_started_at = now
 
+    def attempt_failed(self, exc: BaseException) -> None:
+        """An attempt failed without an answer (a refused or broken connection, a timeout): the
+        client may try again, and its next request is then a retry."""
+        self.answer = type(exc).__qualname__
+        self.answered_at = time.monotonic()
+
     def add_attributes(self, attributes: dict[str, Any]) -> None:
         """Attributes known during the call: gathered for its end, or else set now."""
         collected = self.collected

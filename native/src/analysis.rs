@@ -74,6 +74,7 @@ struct Frame {
     ordered: Vec<u32>,
     next: usize,
     cursor: i64,
+    high: i64,
 }
 
 enum Declared {
@@ -147,6 +148,19 @@ impl Group {
             Some(stage) => stage.as_str() == Some("ttft"),
             None => self.is_unstaged_model_call(i),
         }
+    }
+
+    /// `breakdown.failed_attempt`: a model call that failed, or a span that failed directly
+    /// over one.
+    fn failed_attempt(&self, i: u32) -> bool {
+        if !self.span(i).has(key::ERROR_TYPE) {
+            return false;
+        }
+        self.is_model_call(i)
+            || self
+                .children(i)
+                .iter()
+                .any(|&child| self.span(child).has(key::ERROR_TYPE) && self.is_model_call(child))
     }
 
     fn first_token_time(&self, i: u32) -> Option<f64> {
@@ -290,11 +304,16 @@ impl Group {
                 }
             }
         }
-        let network = network.unwrap_or_else(|| self.transport_time(i));
         let first = client_first.unwrap_or(duration);
         let retry = match span.seconds(key::RETRY_TIME) {
             Some(value) if value != 0.0 => py_min(py_max(value, 0.0), first),
             _ => 0.0,
+        };
+        // The server's timings are its answer's, the last attempt's: what the client waited
+        // beyond them includes the refused attempts and the waits, which are retry.
+        let network = match network {
+            Some(network) => network - retry,
+            None => self.transport_time(i),
         };
         let network = py_min(py_max(network, 0.0), first - retry);
         let queue = py_min(py_max(queue, 0.0), first - retry - network);
@@ -391,6 +410,7 @@ impl Group {
             ordered,
             next: 0,
             cursor: high,
+            high,
         })
     }
 
@@ -428,6 +448,18 @@ impl Group {
                     )
                 {
                     continue; // structure beside the work it wraps: passed over for that work
+                }
+                if frame.cursor < frame.high && self.failed_attempt(child) {
+                    // Superseded: the attempt and the wait after it, until the sibling already
+                    // on the path, were lost to a retry or a fallback.
+                    out.push(Segment {
+                        stage: RETRY,
+                        start: child_start,
+                        end: frame.cursor,
+                        span: child,
+                    });
+                    frame.cursor = child_start;
+                    continue;
                 }
                 if child_end < frame.cursor {
                     out.push(Segment {
@@ -597,6 +629,8 @@ pub struct Sink {
     pub embedding_inputs: Vec<i64>,
     pub prompt_chars: Vec<i64>,
     pub tool_durations: Vec<(String, Vec<f64>)>,
+    /// `FactSink.superseded_errors`
+    pub superseded_errors: Vec<String>,
     tool_index: HashMap<String, usize>,
 }
 
@@ -621,6 +655,8 @@ impl Sink {
     }
 
     pub fn add_trace(&mut self, group: &Group, root: u32) {
+        let mut failed: Vec<u32> = Vec::new();
+        let mut answered_from: Option<i64> = None; // when the last answered model call began
         let mut stack = vec![root];
         while let Some(i) = stack.pop() {
             stack.extend_from_slice(group.children(i));
@@ -630,6 +666,11 @@ impl Sink {
             }
             if group.is_model_call(i) {
                 self.model_calls.push(model_call(group, i));
+                if span.has(key::ERROR_TYPE) {
+                    failed.push(i);
+                } else if answered_from.is_none_or(|from| span.start > from) {
+                    answered_from = Some(span.start);
+                }
                 continue;
             }
             let stage = span.get(key::STAGE);
@@ -670,6 +711,16 @@ impl Sink {
                     self.tool_durations[index].1.push(duration);
                 }
                 _ => {}
+            }
+        }
+        if let Some(from) = answered_from {
+            for i in failed {
+                let span = group.span(i);
+                if span.end <= from {
+                    if let Some(error) = span.get(key::ERROR_TYPE) {
+                        self.superseded_errors.push(error.py_str());
+                    }
+                }
             }
         }
     }

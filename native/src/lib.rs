@@ -62,6 +62,8 @@ struct Columns {
     embedding_inputs: Vec<i64>,
     prompt_chars: Vec<i64>,
     tool_durations: Vec<(String, Vec<f64>)>,
+    /// error types of the model calls a later call of their request answered after
+    superseded_errors: Vec<String>,
     /// "other" seconds by span name
     unclaimed: Vec<(String, f64)>,
     excluded_warmup: usize,
@@ -318,6 +320,7 @@ impl TraceStore {
             embedding_inputs: sink.embedding_inputs,
             prompt_chars: sink.prompt_chars,
             tool_durations: sink.tool_durations,
+            superseded_errors: sink.superseded_errors,
             unclaimed: collected.unclaimed,
             excluded_warmup: collected.excluded_warmup,
             first_bytes,

@@ -134,6 +134,7 @@ keys! {
     CONVERSATION_ID = "gen_ai.conversation.id",
     RETRY_TIME = "llmtrace.retry.time",
     RETRY_ERROR_TYPES = "llmtrace.retry.error_types",
+    ERROR_TYPE = "error.type",
 }
 
 fn key_table() -> &'static FastMap<&'static str, u8> {
@@ -151,7 +152,8 @@ fn lookup(name: &str) -> Option<u8> {
     if !(name.starts_with("gen_ai.")
         || name.starts_with("llmtrace.")
         || name.starts_with("session.")
-        || name.starts_with("user."))
+        || name.starts_with("user.")
+        || name.starts_with("error."))
     {
         return None;
     }

@@ -6,9 +6,12 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from llmtrace.analysis.sources import load_traces
@@ -160,3 +163,19 @@ def exported_spans(traces_file: Path) -> list[tuple[str, dict[str, Any]]]:
             for scope in resource.get("scopeSpans", []):
                 spans += [(scope["scope"]["name"], span) for span in scope.get("spans", [])]
     return spans
+
+
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """What this thread asks ``time.sleep`` for from now on in the test (a client's wait before
+    a retry): the real sleep, its length noted."""
+    slept: list[float] = []
+    real_sleep = time.sleep
+    caller = threading.get_ident()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == caller:
+            slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    return slept

@@ -63,6 +63,11 @@ class Provider:
     # Traced at the SDK's public methods: the client decodes each event (1-3 ms for cohere) before
     # the caller sees it, so TTFT is held against the caller's stopwatch (``FirstTokens``).
     first_token_timed_by_caller: bool = False
+    # Its client set to retry a refused attempt (None: its client does not retry), and the answer
+    # the server refuses the first attempt with, one its retry loop retries.
+    retrying: Callable[[ModelServer], Any] | None = None
+    retries_streams: bool = True  # whether that client retries a streamed call too
+    refusal: tuple[int, dict[str, str]] = (429, {"retry-after-ms": "50"})
     marks: tuple[pytest.MarkDecorator, ...] = ()  # on each of its shared checks
 
     @property
@@ -83,7 +88,9 @@ AWS_SECRET_KEY = "wJalrXUtnFEMI-test-secret"
 AWS_SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLE-session-token"
 
 
-def _bedrock_client(server: ModelServer, service: str = "bedrock-runtime") -> Any:
+def _bedrock_client(
+    server: ModelServer, service: str = "bedrock-runtime", retries: dict[str, Any] | None = None
+) -> Any:
     import boto3
     import botocore.config
 
@@ -94,7 +101,7 @@ def _bedrock_client(server: ModelServer, service: str = "bedrock-runtime") -> An
         aws_access_key_id=AWS_ACCESS_KEY,
         aws_secret_access_key=AWS_SECRET_KEY,
         aws_session_token=AWS_SESSION_TOKEN,
-        config=botocore.config.Config(retries={"max_attempts": 1}),
+        config=botocore.config.Config(retries=retries or {"max_attempts": 1}),
     )
 
 
@@ -116,6 +123,11 @@ BEDROCK = Provider(
     recordings="bedrock",
     recording_count=36,
     api_key=AWS_SECRET_KEY,
+    # botocore's standard mode retries a throttling error code (it ignores retry-after).
+    retrying=lambda server: _bedrock_client(
+        server, retries={"max_attempts": 2, "mode": "standard"}
+    ),
+    refusal=(429, {"x-amzn-ErrorType": "ThrottlingException"}),
 )
 
 
@@ -125,6 +137,7 @@ BEDROCK = Provider(
 def _cohere_client(server: ModelServer) -> Any:
     import cohere
 
+    # (It retries a 429 or 5xx twice by default, after the provider's retry-after hint.)
     return cohere.ClientV2(api_key=COHERE.api_key, base_url=server.url)
 
 
@@ -150,6 +163,8 @@ COHERE = Provider(
     api_key="cohere-secret-key-123",
     http_libraries=("httpx",),
     first_token_timed_by_caller=True,
+    retrying=_cohere_client,
+    retries_streams=False,  # its ``stream`` takes a ``retries`` argument it never uses
     # cohere parses each event through pydantic's deprecated ``__fields__``: pytest recording
     # those warnings (one per event) would be timed as the client's own work.
     marks=(pytest.mark.filterwarnings("ignore::DeprecationWarning"),),
@@ -167,6 +182,16 @@ def _google_genai_client(server: ModelServer, **options: Any) -> Any:
         api_key=GOOGLE_GENAI.api_key,
         http_options=types.HttpOptions(base_url=server.url, **options),
     )
+
+
+def _google_genai_retrying(server: ModelServer) -> Any:
+    from google.genai import types
+
+    # Its retries (off unless asked for) wait their own backoff; without jitter, exactly 50 ms.
+    retry = types.HttpRetryOptions(
+        attempts=2, initial_delay=0.05, jitter=0, http_status_codes=[429]
+    )
+    return _google_genai_client(server, retry_options=retry)
 
 
 def _google_genai_reset(server: ModelServer) -> None:
@@ -203,6 +228,8 @@ GOOGLE_GENAI = Provider(
     dropped_stream_end="closed",
     http_libraries=("httpx", "httpx2"),
     use_http_library=_google_genai_http_library,
+    retrying=_google_genai_retrying,
+    refusal=(429, {}),
 )
 
 
@@ -212,13 +239,15 @@ GOOGLE_GENAI = Provider(
 def _groq_client(server: ModelServer, **options: Any) -> Any:
     import groq
 
-    return groq.Groq(base_url=server.url, api_key=GROQ.api_key, max_retries=0, **options)
+    return groq.Groq(base_url=server.url, api_key=GROQ.api_key, **{"max_retries": 0, **options})
 
 
 def _groq_async_client(server: ModelServer, **options: Any) -> Any:
     import groq
 
-    return groq.AsyncGroq(base_url=server.url, api_key=GROQ.api_key, max_retries=0, **options)
+    return groq.AsyncGroq(
+        base_url=server.url, api_key=GROQ.api_key, **{"max_retries": 0, **options}
+    )
 
 
 async def _groq_async_stream(client: Any) -> AsyncIterator[Any]:
@@ -243,16 +272,28 @@ GROQ = Provider(
     recording_count=4,
     api_key="gsk-test-secret-key",
     http_libraries=("httpx",),
+    # Its default, two retries after the provider's hint; the rows above set none for the tests.
+    retrying=lambda server: _groq_client(server, max_retries=2),
 )
 
 
 # --- mistralai ----------------------------------------------------------------------------------
 
 
-def _mistralai_client(server: ModelServer) -> Any:
+def _mistralai_client(server: ModelServer, **options: Any) -> Any:
     from mistralai.client import Mistral
 
-    return Mistral(api_key=MISTRALAI.api_key, server_url=mistral_wire.url(server))
+    return Mistral(api_key=MISTRALAI.api_key, server_url=mistral_wire.url(server), **options)
+
+
+def _mistralai_retrying(server: ModelServer) -> Any:
+    from mistralai.client.utils.retries import BackoffStrategy, RetryConfig
+
+    # Off unless asked for; its backoff, 50 ms here, without jitter (by default up to a second).
+    backoff = BackoffStrategy(
+        initial_interval=50, max_interval=200, exponent=1.5, max_elapsed_time=5000, jitter_ms=0
+    )
+    return _mistralai_client(server, retry_config=RetryConfig("backoff", backoff, False))
 
 
 async def _mistralai_async_stream(client: Any) -> AsyncIterator[Any]:
@@ -276,6 +317,7 @@ MISTRALAI = Provider(
     api_key="mistral-secret-key-123",
     http_libraries=("httpx2",),
     first_token_timed_by_caller=True,
+    retrying=_mistralai_retrying,
 )
 
 

@@ -5,7 +5,8 @@ Each provider's own client against the simulated server speaking its wire format
 recordings are none left out, every end a stream can come to but the whole read (its events are the
 provider's own), nothing traced while instrumentation is suppressed, OpenTelemetry's own HTTP
 instrumentation beside llmtrace's, the TTFT of the SDKs traced at their public methods, and
-calls under a dropped parent counted in the GenAI client metrics without being traced. What
+calls under a dropped parent counted in the GenAI client metrics without being traced, and the
+retries of every client that retries seen on its model span and in the report. What
 differs between providers is in their rows; what one provider alone does stays in its module.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,12 +24,16 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 from llmtrace import semconv
+from llmtrace.analysis.report import build_report
+from llmtrace.analysis.sources import load_traces
+from llmtrace.sdk.exporters.otlp_json import encode_request
 from tests.providers.sdk_checks import (
     FirstTokens,
     assert_http_spans_are_theirs_under_ours,
     assert_no_secret_in,
     model_spans,
     only_model_span,
+    sleeps,
 )
 from tests.providers.table import PROVIDERS, Provider
 
@@ -238,3 +244,56 @@ async def test_ttft_matches_the_injected_first_token_delay_async(
                 seen = time.monotonic()
         measured.add(spans, server, started, seen)
     measured.check()
+
+
+# --- retries inside one model call ----------------------------------------------------------------
+
+RETRYING = [
+    pytest.param(p, streamed, id=f"{p.name}-{'stream' if streamed else 'whole'}", marks=p.marks)
+    for p in PROVIDERS
+    if p.retrying is not None
+    for streamed in (False, True)
+    if p.retries_streams or not streamed
+]
+# The wait lies inside the gap the server saw between sending the refusal and the retry arriving
+# (both of its ends do), give or take the loopback.
+LOOPBACK = 0.002
+
+
+@pytest.mark.parametrize(("provider", "streamed"), RETRYING)
+def test_a_refused_attempt_and_the_wait_before_its_retry_are_on_the_span(
+    provider, server, instrumented, spans, monkeypatch, tmp_path, streamed
+):
+    """The provider's own retry loop, its first attempt refused: one model span, the refused
+    attempt an event on it with the wait the client slept, and the report's ``retry`` stage."""
+    client = provider.retrying(server)
+    slept = sleeps(monkeypatch)
+    status, headers = provider.refusal
+    # (Long enough for the answer to take the server the time its timing headers claim, groq's.)
+    server.configure(first_token_delay=0.05, token_delay=0.01, refusals=[(status, headers)])
+    if streamed:
+        for _ in provider.stream(client):
+            pass
+    else:
+        provider.whole(client)
+
+    span = only_model_span(spans)
+    attributes = span.attributes
+    assert attributes[semconv.HTTP_REQUEST_RESEND_COUNT] == 1
+    assert attributes[semconv.RETRY_ERROR_TYPES] == (str(status),)
+    assert semconv.ERROR_TYPE not in attributes
+    (event,) = [e for e in span.events if e.name == semconv.RETRY_EVENT]
+    assert event.attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == status
+    (client_slept,) = slept
+    refused, retried = server.requests[-2:]
+    assert refused.refused_at is not None
+    gap = retried.arrived_at - refused.refused_at
+    wait = event.attributes[semconv.RETRY_WAIT]
+    assert client_slept <= wait <= gap + LOOPBACK, (client_slept, wait, gap)
+    retry_time = attributes[semconv.RETRY_TIME]
+    assert client_slept <= retry_time < attributes[semconv.TIME_TO_HEADERS]
+
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(encode_request(spans.get_finished_spans())) + "\n")
+    report = build_report(load_traces(str(path)))
+    assert report.stages["retry"].distribution.mean == pytest.approx(retry_time, abs=0.002)

@@ -100,7 +100,9 @@ class RecordedRequest:
     first_token_sent_at: float | None = None
     # When the last one did: with the first, the generation the server really took.
     last_token_sent_at: float | None = None
-    # When a refusal (``Behaviour.refusals``) was sent whole.
+    # When a refusal (``Behaviour.refusals``) began to be sent: the earliest its client could
+    # have it. (Taken after sending, a client thread reading it at once could be seen to get it
+    # before the server thread, waiting for the interpreter's lock, reads the clock.)
     refused_at: float | None = None
 
     def json(self) -> Any:
@@ -349,21 +351,22 @@ class ModelServer:
             "/v1/messages": self._messages,
         }
         route = routes.get(path)
-        if route is None:
+        # A refusal answers the next request on any route, a provider's wire format included.
+        refusal: dict[str, str] | None = None
+        status = b.status
+        if b.refusals:
+            status, refusal = b.refusals.pop(0)
+        if route is None and refusal is None:
             for matches, handler in list(self._routes.values()):
                 if matches(path):
                     await handler(self, request, body if request.body else None, reply)
                     return
-        if route is None:
+        if route is None and refusal is None:
             await _sleep_until(request.arrived_at + b.headers_delay)
             await reply.whole(
                 b.status if b.status >= 400 else 200, b'{"ok": true}', "application/json"
             )
             return
-        refusal: dict[str, str] | None = None
-        status = b.status
-        if b.refusals:
-            status, refusal = b.refusals.pop(0)
         if status >= 400:
             await _sleep_until(request.arrived_at + b.headers_delay)
             if path == "/v1/messages":
@@ -375,10 +378,11 @@ class ModelServer:
                 error = {
                     "error": {"message": b.error_message, "type": "server_error", "code": None}
                 }
+            sending = time.monotonic()
             await reply.whole(status, json.dumps(error).encode(), "application/json", refusal)
             if refusal is not None:
                 await reply.flush()
-                request.refused_at = time.monotonic()
+                request.refused_at = sending
             return
         await route(request, body, reply)
 

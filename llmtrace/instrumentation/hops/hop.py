@@ -499,7 +499,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
                     response = original(self, request, *args, **kwargs)
                 except BaseException as exc:
                     _flush(recorder)
-                    _attempt_failed(call, exc)
+                    call.attempt_failed(exc)
                     raise
                 # (Without a recorder of the phases, a bare one hands over the rest.)
                 recorder = recorder or PhaseRecorder(call.span, call, None)
@@ -542,7 +542,7 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
                     response = await original(self, request, *args, **kwargs)
                 except BaseException as exc:
                     _flush(recorder)
-                    _attempt_failed(call, exc)
+                    call.attempt_failed(exc)
                     raise
                 # (Without a recorder of the phases, a bare one hands over the rest.)
                 recorder = recorder or PhaseRecorder(call.span, call, None)
@@ -571,13 +571,6 @@ def make_send_wrappers(library: Any, library_name: str) -> tuple[Any, Any]:
     send = direct_method(make_send)
     async_send = direct_method(make_async_send)
     return send, async_send
-
-
-def _attempt_failed(call: ModelCall, exc: BaseException) -> None:
-    """An attempt of a model call failed without an answer (a refused or broken connection, a
-    timeout): the client may try again, and the next request is then a retry."""
-    call.answer = type(exc).__qualname__
-    call.answered_at = time.monotonic()
 
 
 def _flush(recorder: PhaseRecorder | None) -> None:

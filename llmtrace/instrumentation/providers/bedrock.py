@@ -77,10 +77,12 @@ and the asynchronous invocations. aiobotocore is not instrumented.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -396,8 +398,25 @@ def _send(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     call = current_model_call()
     if call is None or call.__class__ is not _BedrockCall:
         return wrapped(*args, **kwargs)
-    response = wrapped(*args, **kwargs)
+    # botocore's retry modes send again from its endpoint loop, within the one API call: a send
+    # after a refused attempt is a retry.
+    if call.answer is not None and call.refused():
+        call.retrying(time.monotonic())
+    try:
+        response = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        call.attempt_failed(exc)
+        raise
     call.headers_received()
+    status = getattr(response, "status_code", None)
+    if is_int(status):
+        call.answer = status
+        if status >= 400:
+            # botocore reads a refused answer's body whole next (``AWSResponse.content``, which
+            # keeps it): read here, the wait before a retry is counted from the answer's end.
+            with contextlib.suppress(Exception):
+                response.content  # noqa: B018
+                call.answered_at = time.monotonic()
     return response
 
 
