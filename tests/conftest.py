@@ -49,6 +49,7 @@ _SERVER_FIXTURES = frozenset(
         "model_server",
         "_model_server_process",
         "tracing_stack",
+        "monitored_stack",
         "backends",
         "llama_server",
         "answer_service",

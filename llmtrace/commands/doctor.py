@@ -2,8 +2,9 @@
 
 Checks, in order, and says in plain words what it found: the OTLP endpoint (from ``--otlp``
 or the ``OTEL_EXPORTER_OTLP_*`` variables) is reachable; it accepts an OTLP export of a test
-span; and, with ``--jaeger``, the test span arrives in Jaeger. Exit status 0 when every check
-passed, 1 otherwise.
+span; and, with ``--jaeger``, the test span arrives in Jaeger, whose web UI and Monitor tab are
+described (a note, never a failure: traces reach Jaeger without them). Exit status 0 when every
+check passed, 1 otherwise.
 
 The OpenTelemetry SDK, protobuf, gRPC and httpx are imported by the checks that use them, so
 that building the ``llmtrace`` parser does not load them.
@@ -24,6 +25,7 @@ from llmtrace.commands.report import add_jaeger_argument
 from llmtrace.errors import CommandError, ConfigError
 
 if TYPE_CHECKING:
+    import httpx
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
@@ -41,6 +43,8 @@ DEFAULT_PORTS = {"grpc": 4317, "http/protobuf": 4318}
 CONNECT_TIMEOUT_SECONDS = 3.0
 EXPORT_TIMEOUT_SECONDS = 10.0
 JAEGER_ARRIVAL_SECONDS = 20.0
+# What the page of a Jaeger built without its UI says (cmd/query/app/ui/placeholder/index.html).
+JAEGER_PLACEHOLDER_TEXT = "This is not the Jaeger UI you are looking for"
 
 
 def protocol_argument(text: str) -> str:
@@ -296,6 +300,7 @@ def check_jaeger(jaeger_url: str, trace_id: str, findings: Findings) -> None:
                 f"The test span reached Jaeger after {time.monotonic() - started:.1f}s: "
                 f"{base}/trace/{trace_id}"
             )
+            describe_jaeger_ui(base, findings)
             return
         time.sleep(0.5)
     findings.fail(
@@ -303,6 +308,44 @@ def check_jaeger(jaeger_url: str, trace_id: str, findings: Findings) -> None:
         "The endpoint accepted it, so the collector does not forward to this Jaeger: check "
         "its Jaeger exporter endpoint (OTELCOL_JAEGER_ENDPOINT) and its log.",
     )
+
+
+def describe_jaeger_ui(base: str, findings: Findings) -> None:
+    """Notes whether Jaeger serves its web UI and whether its Monitor tab has metrics."""
+    import httpx
+
+    try:
+        page = httpx.get(f"{base}/search", timeout=CONNECT_TIMEOUT_SECONDS).text
+        monitor = httpx.get(
+            f"{base}/api/metrics/calls",
+            params={"service": DOCTOR_SERVICE_NAME, "spanKind": "internal"},
+            timeout=EXPORT_TIMEOUT_SECONDS,
+        )
+    except httpx.HTTPError as exc:
+        findings.note(f"Jaeger's web UI could not be checked ({type(exc).__name__}).")
+        return
+    if JAEGER_PLACEHOLDER_TEXT in page:
+        findings.note(
+            "Jaeger serves a placeholder page, not its web UI: it was built without the UI. "
+            "Set JAEGER_UI_ASSETS to the `jaeger_ui=` directory scripts/backends.sh prints."
+        )
+    else:
+        findings.note(f"Jaeger's web UI: {base}/search")
+    if monitor.status_code == 200:
+        findings.note(f"Jaeger's Monitor tab reads span metrics: {base}/monitor")
+    else:
+        findings.note(
+            f"Jaeger's Monitor tab has no span metrics ({_jaeger_error(monitor)}): see "
+            "JAEGER_PROMETHEUS_ENDPOINT in collector-config/jaeger.yaml."
+        )
+
+
+def _jaeger_error(response: httpx.Response) -> str:
+    """The message of a failed Jaeger API call, else its status."""
+    try:
+        return str(response.json()["errors"][0]["msg"])[:200]
+    except (ValueError, LookupError, TypeError):
+        return f"HTTP {response.status_code}"
 
 
 def run(args: argparse.Namespace) -> int:

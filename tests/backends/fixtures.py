@@ -6,7 +6,8 @@ through the ``${env:VAR:-default}`` variables those files read. It waits until b
 healthy and stops them when the session ends, whatever happened in between.
 
 The binaries come from scripts/backends.sh (built from the Go module proxy into a cache outside
-the repository). The build runs after collection, before the first test, when any selected
+the repository), and so does the Jaeger UI that the Jaeger started here serves (built from the
+jaeger-ui source; ``../shared/vendor/`` holds it where GitHub is out of reach). The build runs after collection, before the first test, when any selected
 test uses ``tracing_stack``: a first build takes several minutes and must not count against a
 test's timeout; later runs find the cache current within a second.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "collector-config"
@@ -40,6 +42,9 @@ COLLECTOR_CONFIG = CONFIG_DIR / "otel-collector.yaml"
 JAEGER_CONFIG = CONFIG_DIR / "jaeger.yaml"
 JAEGER_BADGER_CONFIG = CONFIG_DIR / "jaeger-badger.yaml"
 BACKENDS_SCRIPT = REPO / "scripts" / "backends.sh"
+PROMETHEUS_CONFIG = CONFIG_DIR / "prometheus.yml"
+# The jaeger-ui source kept beside the repository for machines that cannot download it.
+VENDORED_JAEGER_UI = REPO.parent / "shared" / "vendor" / "jaeger-ui-v1.76.0.tar.gz"
 
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -49,6 +54,10 @@ STOP_TIMEOUT_SECONDS = 10.0
 class Backends:
     jaeger: Path
     otelcol: Path
+    jaeger_ui: Path | None = None
+    """The Jaeger UI's build, or None when backends.sh could not build it (it said why)."""
+    prometheus: Path | None = None
+    """Built only when asked for (``--with-prometheus``)."""
 
 
 @dataclass(frozen=True)
@@ -66,59 +75,90 @@ class TracingStack:
     collector_health_url: str
     jaeger_health_url: str
     log_dir: Path
+    prometheus_server_url: str | None = None
+    """A Prometheus scraping those spanmetrics, which Jaeger's Monitor tab reads, when started."""
 
 
 class BackendsBuildError(Exception):
     """scripts/backends.sh failed; its own output already says why."""
 
 
-def _build_backends() -> Backends:
-    """Runs scripts/backends.sh (a no-op when the cache is current) and returns the binaries."""
-    # Progress (stderr) goes to the terminal; stdout carries the binaries' paths.
+def run_backends_script(*args: str) -> Backends:
+    """Runs scripts/backends.sh (a no-op when the cache is current) and returns what it built.
+
+    As scripts/test.sh does, it builds the Jaeger UI from the vendored source when that is
+    there and no other source is named.
+    """
+    env = dict(os.environ)
+    if "LLMTRACE_JAEGER_UI_SOURCE" not in env and VENDORED_JAEGER_UI.is_file():
+        env["LLMTRACE_JAEGER_UI_SOURCE"] = str(VENDORED_JAEGER_UI)
+    # Progress (stderr) goes to the terminal; stdout carries the paths.
     result = subprocess.run(
-        ["bash", str(BACKENDS_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
+        ["bash", str(BACKENDS_SCRIPT), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        check=False,
     )
     if result.returncode != 0:
         raise BackendsBuildError(
             f"scripts/backends.sh failed (exit {result.returncode}); see its output above"
         )
-    paths = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    return Backends(jaeger=Path(paths["jaeger"]), otelcol=Path(paths["otelcol"]))
+    paths = {
+        name: Path(value) if value else None
+        for name, value in (
+            line.split("=", 1) for line in result.stdout.splitlines() if "=" in line
+        )
+    }
+    jaeger, otelcol = paths["jaeger"], paths["otelcol"]
+    assert jaeger is not None and otelcol is not None
+    return Backends(
+        jaeger=jaeger,
+        otelcol=otelcol,
+        jaeger_ui=paths.get("jaeger_ui"),
+        prometheus=paths.get("prometheus"),
+    )
 
 
-_built: Backends | BackendsBuildError | None = None
+# One build per session and kind: with Prometheus or without (a failed build is remembered).
+_built: dict[bool, Backends | BackendsBuildError] = {}
 
 
-def _backends(config: pytest.Config) -> Backends | BackendsBuildError:
-    """Builds once per session; a failed build is remembered, not retried by every test."""
-    global _built
-    if _built is None:
+def _backends(config: pytest.Config, *, with_prometheus: bool = False) -> Backends:
+    """Builds once per session; a failed build fails every test that needs it, once each."""
+    if not with_prometheus and isinstance(_built.get(True), Backends):
+        with_prometheus = True  # that build has everything
+    if with_prometheus not in _built:
         capture = config.pluginmanager.getplugin("capturemanager")
         # The first build takes minutes: let its progress reach the terminal.
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             try:
-                _built = _build_backends()
+                args = ["--with-prometheus"] if with_prometheus else []
+                _built[with_prometheus] = run_backends_script(*args)
             except BackendsBuildError as exc:
-                _built = exc
-    return _built
+                _built[with_prometheus] = exc
+    built = _built[with_prometheus]
+    if isinstance(built, BackendsBuildError):
+        pytest.fail(str(built), pytrace=False)
+    return built
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    # Before the first test, so that a first build's minutes count against no test's timeout.
     if session.config.option.collectonly:
         return
-    for item in session.items:
-        if {"backends", "tracing_stack"} & set(getattr(item, "fixturenames", ())):
+    needed = set().union(*(getattr(item, "fixturenames", ()) for item in session.items))
+    with contextlib.suppress(pytest.fail.Exception):
+        if "monitored_stack" in needed:
+            _backends(session.config, with_prometheus=True)
+        elif {"backends", "tracing_stack"} & needed:
             _backends(session.config)
-            return
 
 
 @pytest.fixture(scope="session")
 def backends(pytestconfig: pytest.Config) -> Backends:
     """The collector and Jaeger binaries built by scripts/backends.sh (current with the pins)."""
-    built = _backends(pytestconfig)
-    if isinstance(built, BackendsBuildError):
-        pytest.fail(str(built), pytrace=False)
-    return built
+    return _backends(pytestconfig)
 
 
 _ports_handed_out: set[int] = set()
@@ -255,12 +295,18 @@ class Collector:
 
 
 def new_jaeger(
-    backends: Backends, log_dir: Path, *, badger_dir: Path | None = None, name: str = "jaeger"
+    backends: Backends,
+    log_dir: Path,
+    *,
+    badger_dir: Path | None = None,
+    prometheus_url: str | None = None,
+    name: str = "jaeger",
 ) -> Jaeger:
-    """A Jaeger on free loopback ports, not started yet.
+    """A Jaeger on free loopback ports, not started yet, serving the UI that backends.sh built.
 
     With ``badger_dir``, Jaeger runs collector-config/jaeger-badger.yaml and keeps its traces
-    there; without, collector-config/jaeger.yaml (in memory).
+    there; without, collector-config/jaeger.yaml (in memory). Its Monitor tab reads
+    ``prometheus_url``; without one, the tab answers with an error and the rest works.
     """
     otlp_grpc, otlp_http, query_http, query_grpc, health, telemetry = _free_ports(6)
     env = {
@@ -272,6 +318,10 @@ def new_jaeger(
         "JAEGER_TELEMETRY_HOST": LOOPBACK,
         "JAEGER_TELEMETRY_PORT": str(telemetry),
     }
+    if backends.jaeger_ui is not None:
+        env["JAEGER_UI_ASSETS"] = str(backends.jaeger_ui)
+    if prometheus_url is not None:
+        env["JAEGER_PROMETHEUS_ENDPOINT"] = prometheus_url
     config = JAEGER_CONFIG
     if badger_dir is not None:
         config = JAEGER_BADGER_CONFIG
@@ -329,6 +379,35 @@ def new_collector(
     )
 
 
+def new_prometheus(
+    binary: Path, config: Path, targets: list[str], log_dir: Path, port: int | None = None
+) -> tuple[BackendProcess, str]:
+    """A Prometheus (not started yet) on ``config`` scraping ``targets`` every second, with its
+    OTLP receiver on; and its URL. Only the scrape targets and interval of ``config`` change."""
+    if port is None:
+        (port,) = _free_ports(1)
+    settings = yaml.safe_load(config.read_text())
+    settings["global"]["scrape_interval"] = "1s"
+    settings["scrape_configs"][0]["static_configs"] = [{"targets": targets}]
+    written = log_dir / f"prometheus-{port}.yml"
+    written.write_text(yaml.safe_dump(settings))
+    url = f"http://{LOOPBACK}:{port}"
+    process = BackendProcess(
+        f"prometheus-{port}",
+        [
+            str(binary),
+            f"--config.file={written}",
+            f"--storage.tsdb.path={log_dir / f'prometheus-data-{port}'}",
+            f"--web.listen-address={LOOPBACK}:{port}",
+            "--web.enable-otlp-receiver",
+        ],
+        {},
+        f"{url}/-/ready",
+        log_dir,
+    )
+    return process, url
+
+
 @contextlib.contextmanager
 def stopped_at_exit(*processes: BackendProcess) -> Iterator[None]:
     """Stops the processes on exit, in the order given, whatever state they are in."""
@@ -340,19 +419,37 @@ def stopped_at_exit(*processes: BackendProcess) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def run_tracing_stack(backends: Backends, log_dir: Path) -> Iterator[TracingStack]:
-    """Starts Jaeger, then the collector that exports to it; stops both on exit."""
-    jaeger = new_jaeger(backends, log_dir)
+def run_tracing_stack(
+    backends: Backends, log_dir: Path, *, with_prometheus: bool = False
+) -> Iterator[TracingStack]:
+    """Starts Jaeger, then the collector that exports to it; stops both on exit.
+
+    With ``with_prometheus``, also a Prometheus on collector-config/prometheus.yml scraping the
+    collector's spanmetrics every second, which Jaeger's Monitor tab reads.
+    """
+    prometheus_url = None
+    if with_prometheus:
+        (prometheus_port,) = _free_ports(1)
+        prometheus_url = f"http://{LOOPBACK}:{prometheus_port}"
+    jaeger = new_jaeger(backends, log_dir, prometheus_url=prometheus_url)
     collector = new_collector(
         backends,
         log_dir,
         jaeger_endpoint=jaeger.otlp_grpc_endpoint,
         storage_dir=log_dir / "otelcol-storage",
     )
-    # The collector first, so that it can flush what it holds to a still-running Jaeger.
-    with stopped_at_exit(collector.process, jaeger.process):
-        jaeger.process.start()
-        collector.process.start()
+    processes = [collector.process, jaeger.process]
+    if with_prometheus:
+        assert backends.prometheus is not None, "backends.sh ran without --with-prometheus"
+        target = collector.prometheus_url.removeprefix("http://").removesuffix("/metrics")
+        prometheus, _ = new_prometheus(
+            backends.prometheus, PROMETHEUS_CONFIG, [target], log_dir, prometheus_port
+        )
+        processes.insert(0, prometheus)
+    # The collector before Jaeger, so that it can flush what it holds to a still-running Jaeger.
+    with stopped_at_exit(*processes):
+        for process in reversed(processes):
+            process.start()
         yield TracingStack(
             otlp_grpc_endpoint=collector.otlp_grpc_endpoint,
             otlp_http_endpoint=collector.otlp_http_endpoint,
@@ -361,6 +458,7 @@ def run_tracing_stack(backends: Backends, log_dir: Path) -> Iterator[TracingStac
             collector_health_url=collector.process.health_url,
             jaeger_health_url=jaeger.process.health_url,
             log_dir=log_dir,
+            prometheus_server_url=prometheus_url,
         )
 
 
@@ -370,6 +468,17 @@ def tracing_stack(
 ) -> Iterator[TracingStack]:
     """A running OpenTelemetry Collector and Jaeger v2, fed with collector-config/ unchanged."""
     with run_tracing_stack(backends, tmp_path_factory.mktemp("tracing-stack")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def monitored_stack(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TracingStack]:
+    """``tracing_stack`` with the Prometheus that Jaeger's Monitor tab reads."""
+    backends = _backends(pytestconfig, with_prometheus=True)
+    log_dir = tmp_path_factory.mktemp("monitored-stack")
+    with run_tracing_stack(backends, log_dir, with_prometheus=True) as stack:
         yield stack
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -158,6 +159,29 @@ def test_badger_config_is_the_jaeger_config_but_for_the_storage() -> None:
     for config in (memory, badger):
         del config["extensions"]["jaeger_storage"]["backends"]
     assert badger == memory
+
+
+def test_compose_keeps_the_images_built_in_ui() -> None:
+    # The image has the UI inside: an assets path would replace it with a directory it lacks.
+    for path in (COMPOSE_FILE, PERSISTENT_OVERRIDE):
+        assert "JAEGER_UI_ASSETS" not in _compose_services(path)["jaeger"].get("environment", {})
+    assert _env_default(JAEGER_CONFIG, "JAEGER_UI_ASSETS") == ""
+
+
+@pytest.mark.parametrize("config", [JAEGER_CONFIG, JAEGER_BADGER_CONFIG], ids=lambda p: p.name)
+def test_monitor_tab_reads_the_compose_prometheus_that_scrapes_the_collector(config: Path) -> None:
+    endpoint = urlsplit(_env_default(config, "JAEGER_PROMETHEUS_ENDPOINT"))
+    services = _compose_services()
+    assert endpoint.hostname in services
+    prometheus = services[str(endpoint.hostname)]
+    assert any(str(port).endswith(f":{endpoint.port}") for port in prometheus["ports"])
+    (config_flag,) = [arg for arg in prometheus["command"] if arg.startswith("--config.file=")]
+    scrape = _load(_mounts(prometheus)[config_flag.removeprefix("--config.file=")])
+    targets = scrape["scrape_configs"][0]["static_configs"][0]["targets"]
+    collector_port = _env_default(COLLECTOR_CONFIG, "OTELCOL_PROMETHEUS_ENDPOINT").rpartition(":")[
+        2
+    ]
+    assert targets == [f"otel-collector:{collector_port}"]
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,10 @@ environment variables, so the exporter, the resource and the auto-instrumentatio
 ``openai`` client are the ones an application gets (the test process has its own in-memory
 provider, which a second provider could not replace).
 
-Usage: python jaeger_e2e_app.py MODEL_BASE_URL MODEL
-Prints one JSON line: {"trace_id": <32 hex digits>, "answer": <the streamed text>}.
+Usage: python jaeger_e2e_app.py MODEL_BASE_URL MODEL [--per-line]
+Prints one JSON line: {"trace_id": <32 hex digits>, "answer": <the streamed text>}. With
+``--per-line`` it stays up as a service does, answering once per line read from stdin (one JSON
+line each) until stdin closes.
 """
 
 from __future__ import annotations
@@ -54,13 +56,14 @@ def answer_question(client: openai.OpenAI, model: str, question: str) -> tuple[s
     return trace_id, text
 
 
-def main(base_url: str, model: str) -> None:
+def main(base_url: str, model: str, per_line: bool) -> None:
     llmtrace.init()
     client = openai.OpenAI(base_url=base_url, api_key="sk-e2e-not-a-secret", max_retries=0)
-    trace_id, text = answer_question(client, model, "Where is my order A-1001?")
+    for _ in sys.stdin if per_line else [""]:
+        trace_id, text = answer_question(client, model, "Where is my order A-1001?")
+        print(json.dumps({"trace_id": trace_id, "answer": text}), flush=True)
     llmtrace.shutdown()
-    print(json.dumps({"trace_id": trace_id, "answer": text}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], per_line="--per-line" in sys.argv[3:])

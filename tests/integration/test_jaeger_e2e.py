@@ -11,12 +11,15 @@ collector's spanmetrics from its Prometheus endpoint.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -98,8 +101,7 @@ def _spans_of(payload: dict[str, Any]) -> list[JaegerSpan]:
     return spans
 
 
-def _run_app(stack: TracingStack, model_server: ModelServer, protocol: str, service: str) -> str:
-    """Runs the instrumented app against the collector; returns its trace id."""
+def _app_environment(stack: TracingStack, protocol: str, service: str) -> dict[str, str]:
     endpoint = stack.otlp_grpc_endpoint if protocol == "grpc" else stack.otlp_http_endpoint
     env = {
         **os.environ,
@@ -110,9 +112,14 @@ def _run_app(stack: TracingStack, model_server: ModelServer, protocol: str, serv
     }
     # The test suite's file path setting must not redirect the app's exporter away from OTLP.
     env.pop("LLMTRACE_EXPORTER", None)
+    return env
+
+
+def _run_app(stack: TracingStack, model_server: ModelServer, protocol: str, service: str) -> str:
+    """Runs the instrumented app against the collector; returns its trace id."""
     result = subprocess.run(
         [sys.executable, str(APP), model_server.base_url, MODEL],
-        env=env,
+        env=_app_environment(stack, protocol, service),
         capture_output=True,
         text=True,
         timeout=60,
@@ -122,6 +129,39 @@ def _run_app(stack: TracingStack, model_server: ModelServer, protocol: str, serv
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output["answer"] == "".join(TOKENS)
     return str(output["trace_id"])
+
+
+@contextlib.contextmanager
+def _running_app(
+    stack: TracingStack, model_server: ModelServer, service: str
+) -> Iterator[Callable[[], None]]:
+    """The app as a service: one process answering a request each time the function is called.
+
+    Spanmetrics count per process, so only a process that lives across scrapes shows rates.
+    """
+    env = _app_environment(stack, "grpc", service)
+    # Spans leave at once rather than every 5 s.
+    env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
+    app = subprocess.Popen(
+        [sys.executable, str(APP), model_server.base_url, MODEL, "--per-line"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert app.stdin is not None and app.stdout is not None
+    stdin, stdout = app.stdin, app.stdout
+
+    def request() -> None:
+        stdin.write("\n")
+        stdin.flush()
+        assert json.loads(stdout.readline())["answer"] == "".join(TOKENS)
+
+    try:
+        yield request
+    finally:
+        stdin.close()
+        assert app.wait(timeout=60) == 0
 
 
 def _find_trace(
@@ -255,3 +295,85 @@ def test_collector_exposes_latency_histogram_per_stage(
             break
         time.sleep(0.5)
     assert 'gen_ai_operation_name="chat"' in genai, text[-3000:]
+
+
+def _wait_for_calls(prometheus_url: str, service: str, at_least: float) -> None:
+    """Until Prometheus has scraped ``at_least`` calls of the service from the collector."""
+    query = f'sum(traces_span_metrics_calls_total{{service_name="{service}"}})'
+    deadline = time.monotonic() + ARRIVAL_TIMEOUT_SECONDS
+    calls = 0.0
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{prometheus_url}/api/v1/query", params={"query": query}, timeout=5)
+        results = body.json()["data"]["result"]
+        calls = float(results[0]["value"][1]) if results else 0.0
+        if calls >= at_least:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"Prometheus scraped {calls} of {at_least} calls of {service}")
+
+
+def _monitor_values(jaeger_url: str, metric: str, service: str, **params: str) -> dict[str, float]:
+    """What Jaeger's Monitor tab shows for ``metric`` (latencies, calls, errors): the latest finite
+    value of each operation of the service's client and internal spans."""
+    response = httpx.get(
+        f"{jaeger_url}/api/metrics/{metric}",
+        params={
+            "service": service,
+            "groupByOperation": "true",
+            # llmtrace's spans are CLIENT (model calls) and INTERNAL; the tab's default is server.
+            "spanKind": ["client", "internal"],
+            # What the tab asks for by default: the last hour, a point a minute, rates over 10 min.
+            "lookback": "3600000",
+            "step": "60000",
+            "ratePer": "600000",
+            **params,
+        },
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
+    values = {}
+    for series in response.json()["metrics"]:
+        labels = {label["name"]: label["value"] for label in series["labels"]}
+        points = [float(point["gaugeValue"]["doubleValue"]) for point in series["metricPoints"]]
+        finite = [value for value in points if math.isfinite(value)]
+        if finite:
+            values[labels["operation"]] = finite[-1]
+    return values
+
+
+def test_monitor_tab_lists_the_services_operations_with_rate_errors_and_latency(
+    monitored_stack: TracingStack, slow_model: ModelServer
+) -> None:
+    service = "llmtrace-e2e-monitor"
+    assert monitored_stack.prometheus_server_url is not None
+    operations = {"answer_question", "retrieval handbook", "execute_tool order_status"}
+    operations.add(f"chat {MODEL}")
+
+    # Rates come from increases between scrapes, and a new series has none: the first request
+    # makes the series, the second increases it.
+    with _running_app(monitored_stack, slow_model, service) as request:
+        request()
+        _wait_for_calls(monitored_stack.prometheus_server_url, service, at_least=4)
+        request()
+        _wait_for_calls(monitored_stack.prometheus_server_url, service, at_least=8)
+
+    jaeger = monitored_stack.jaeger_url
+    deadline = time.monotonic() + ARRIVAL_TIMEOUT_SECONDS
+    latencies: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        latencies = _monitor_values(jaeger, "latencies", service, quantile="0.95")
+        if operations <= latencies.keys():
+            break
+        time.sleep(1)
+    assert operations <= latencies.keys(), f"operations with a P95: {latencies}"
+    calls = _monitor_values(jaeger, "calls", service)
+    errors = _monitor_values(jaeger, "errors", service)
+    assert operations <= calls.keys() and operations <= errors.keys(), (calls, errors)
+
+    # P95 in milliseconds, interpolated in the collector's buckets: the chat waits at least
+    # FIRST_TOKEN_DELAY (in the 50-100 ms bucket or above), the retrieval sleeps 20 ms (10-25).
+    assert latencies[f"chat {MODEL}"] >= 50
+    assert 10 <= latencies["retrieval handbook"] <= 1000
+    assert latencies["answer_question"] >= latencies["retrieval handbook"]
+    assert all(calls[operation] > 0 for operation in operations), calls
+    assert all(errors[operation] == 0 for operation in operations), errors

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.backends.fixtures import CONFIG_DIR, TracingStack, stopped_at_exit
+from tests.backends.fixtures import CONFIG_DIR, TracingStack, new_prometheus, stopped_at_exit
 from tests.scale import stack
 from tests.subprocesses import clean_environment, run
 
@@ -66,8 +66,8 @@ def test_an_app_exports_its_request_breakdown_to_the_collector(
     # `metrics` profile) reads the request breakdown back under the service's own name
     found = stack.binaries()
     target = tracing_stack.prometheus_url.removeprefix("http://").removesuffix("/metrics")
-    prometheus, url = stack.prometheus(
-        found["prometheus"], CONFIG_DIR / "prometheus.yml", [target], tmp_path
+    prometheus, url = new_prometheus(
+        stack.prometheus_binary(found), CONFIG_DIR / "prometheus.yml", [target], tmp_path
     )
     with stopped_at_exit(prometheus):
         prometheus.start()

@@ -30,6 +30,7 @@ from tests.backends.fixtures import (
     BackendProcess,
     _free_ports,
     new_jaeger,
+    new_prometheus,
     stopped_at_exit,
 )
 from tests.scale import stack
@@ -73,9 +74,9 @@ def _collector(
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    binaries = stack.binaries()
+    backends = stack.binaries()
     log_dir = tmp_path_factory.mktemp("fleet")
-    jaeger = new_jaeger(stack.as_backends(binaries), log_dir)
+    jaeger = new_jaeger(backends, log_dir)
     samplers = []
     metrics_ports = []
     for i in (1, 2):
@@ -83,7 +84,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         metrics_ports.append(prometheus_port)
         samplers.append(
             _collector(
-                binaries["otelcol"],
+                backends.otelcol,
                 SAMPLER_CONFIG,
                 f"sampler-{i}",
                 log_dir,
@@ -96,8 +97,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 },
             )
         )
-    prometheus, prometheus_url = stack.prometheus(
-        binaries["prometheus"],
+    prometheus, prometheus_url = new_prometheus(
+        stack.prometheus_binary(backends),
         PROMETHEUS_CONFIG,
         [f"{LOOPBACK}:{port}" for port in metrics_ports],
         log_dir,
@@ -105,7 +106,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     sampler_list = "[" + ", ".join(f"{LOOPBACK}:{port}" for _, port in samplers) + "]"
     gateways = [
         _collector(
-            binaries["otelcol"],
+            backends.otelcol,
             GATEWAY_CONFIG,
             f"gateway-{i}",
             log_dir,
