@@ -261,6 +261,19 @@ def test_a_saved_report_s_links_that_are_not_web_urls_are_shown_as_text(
     assert "javascript:" not in out.getvalue() and "evil.example" not in out.getvalue()
 
 
+def test_a_report_saved_before_requests_were_named_shows_its_slowest_without_a_p95_claim(
+    delayed_traces: Path,
+) -> None:
+    data = _json("report", str(delayed_traces))
+    del data["exemplars"]
+    out = StringIO()
+    print_report(Report.from_json(data), Console(file=out, width=100))
+    text = out.getvalue()
+    assert "Slowest requests:" in text and "at or above P95" not in text
+    shown = re.findall(r"^  ([0-9a-f]{32})  ", text, re.M)
+    assert shown == _ids(data["slowest"][:3])
+
+
 @pytest.fixture(scope="module")
 def slower_generation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """20 requests of the delayed app whose generation takes twice as long."""

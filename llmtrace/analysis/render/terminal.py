@@ -152,12 +152,20 @@ def hyperlinks(console: Console) -> bool:
 
 
 def print_traces(
-    console: Console, heading: str, traces: list[TraceExemplar], indent: int = 2
+    console: Console,
+    heading: str,
+    traces: list[TraceExemplar],
+    indent: int = 2,
+    *,
+    section: bool = True,
 ) -> None:
     """``heading``, then per request its trace id and end-to-end time, under them its stage
-    times, and its Jaeger link (see the module's docstring)."""
+    times, and its Jaeger link (see the module's docstring). A ``section`` starts with a blank
+    line; nothing is printed without traces."""
     if not traces:
         return
+    if section:
+        console.print()
     console.print(heading + ":", style="bold", highlight=False)
     linked = hyperlinks(console)
     below = " " * (indent + 2)
@@ -248,7 +256,6 @@ def print_report(report: Report, console: Console | None = None) -> None:
             f"{format_share(report.bottleneck.share)} of the mean end-to-end time"
         )
         console.print(_bullets(report.bottleneck.advice))
-        console.print()
         print_traces(
             console,
             bottleneck_traces_heading(report.bottleneck.stage),
@@ -263,13 +270,12 @@ def print_report(report: Report, console: Console | None = None) -> None:
             f"({format_signed_seconds(tail.growth)})",
             highlight=False,
         )
-    console.print()
-    print_traces(
-        console,
-        slowest_traces_heading(report.end_to_end.p95),
-        # a report saved before exemplars were recorded: its slowest requests
-        report.slowest_exemplars or report.slowest[:3],
-    )
+    if report.slowest_exemplars:
+        print_traces(
+            console, slowest_traces_heading(report.end_to_end.p95), report.slowest_exemplars
+        )
+    else:  # a report saved before the requests at or above P95 were recorded
+        print_traces(console, slowest_traces_heading(None), report.slowest[:3])
 
 
 def _cell(delta: Delta) -> Text:
@@ -334,4 +340,4 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         console.print()
         console.print(changed_row_heading(item.name, item.verdict), style="bold", highlight=False)
         for role, traces in zip(("baseline", "candidate"), item.exemplars, strict=True):
-            print_traces(console, f"  {role}", traces, indent=4)
+            print_traces(console, f"  {role}", traces, indent=4, section=False)
