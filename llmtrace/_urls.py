@@ -17,3 +17,14 @@ def server_of(url: str) -> tuple[str, int]:
     client's base URL is asked on every call it makes."""
     parts = urlsplit(url)
     return parts.hostname or "", parts.port or default_port(parts.scheme)
+
+
+def jaeger_trace_url(jaeger_url: str, trace_id: str) -> str:
+    """The page of one trace in the Jaeger UI at ``jaeger_url`` (``<jaeger>/trace/<id>``)."""
+    return f"{jaeger_url.rstrip('/')}/trace/{trace_id}"
+
+
+def is_web_url(url: str) -> bool:
+    """Whether ``url`` is an http(s) URL with a host: the only kind llmtrace links to."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)

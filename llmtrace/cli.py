@@ -9,7 +9,8 @@ then cheap, so ``llmtrace --help`` and ``llmtrace report FILE`` start fast and t
 need an optional extra (``demo``) fail only when they run.
 
 The shared vocabulary: ``--otlp URL`` where spans are sent, ``--jaeger URL`` where a Jaeger is
-read, ``--html FILE`` where an HTML report is written. Renamed flags stay as hidden aliases.
+(read, checked, or linked to from a report of a trace file), ``--html FILE`` where an HTML
+report is written. Renamed flags stay as hidden aliases.
 
 An expected failure (bad arguments, a missing or unreadable file, an unreachable Jaeger, a bad
 configuration) is one line on stderr and exit status 2, never a traceback; Ctrl-C exits with

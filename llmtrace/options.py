@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmtrace._urls import is_web_url
 from llmtrace.errors import ConfigError
 
 EXPORTERS = ("auto", "otlp", "file", "console", "none")
@@ -37,6 +38,7 @@ DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 # The embedded file rotates past this size and keeps this many rotated files.
 DEFAULT_FILE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_FILE_BACKUPS = 5
+_JAEGER_URL = "LLMTRACE_JAEGER_URL"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 CAPTURE_MODES = ("span_only", "event_only", "span_and_event")
@@ -119,7 +121,9 @@ class Settings:
     provider_name: str = ""
     """``LLMTRACE_PROVIDER_NAME``: ``gen_ai.provider.name`` for self-hosted compatible servers."""
     jaeger_url: str | None = None
-    """``LLMTRACE_JAEGER_URL``: the Jaeger UI, for links to a trace (``trace_url()``)."""
+    """``LLMTRACE_JAEGER_URL``: the Jaeger UI, for links to a trace (``trace_url()``, and the
+    trace links of a report built in this process or read from a trace file: see
+    ``jaeger_url()``)."""
     resource_attributes: Mapping[str, Any] = field(default_factory=dict)
     """Extra resource attributes (``OTEL_RESOURCE_ATTRIBUTES`` is merged by the SDK itself)."""
 
@@ -161,6 +165,29 @@ def native_reader_wanted() -> bool:
 def default_trace_file() -> str:
     """The trace file an application writes and ``llmtrace report`` reads by default."""
     return _env("LLMTRACE_FILE_PATH") or DEFAULT_FILE_PATH
+
+
+def jaeger_url() -> str | None:
+    """The Jaeger UI that trace links lead to: ``init(jaeger_url=...)``'s while it is in force,
+    else ``LLMTRACE_JAEGER_URL``.
+
+    Read alone, not through ``settings()``: ``llmtrace report`` needs no other option, and a bad
+    value of one it does not use must not stop it. A value that is not an http(s) URL raises
+    ``ConfigError``, as ``init()`` does.
+    """
+    active = _active
+    url = active.jaeger_url if active is not None else _env(_JAEGER_URL)
+    if url is not None:
+        _check_jaeger_url(url)
+    return url
+
+
+def _check_jaeger_url(url: str) -> None:
+    if not is_web_url(url):
+        raise ConfigError(
+            f"jaeger_url={url!r} is not a URL of the Jaeger UI; accepted: an http:// or https:// "
+            "URL, e.g. http://localhost:16686"
+        )
 
 
 def drops_everything(s: Settings) -> bool:
@@ -293,7 +320,7 @@ def from_environment(base: Settings) -> Settings:
         env["disabled"] = _parse_bool("OTEL_SDK_DISABLED", value)
     if (value := _env("LLMTRACE_PROVIDER_NAME")) is not None:
         env["provider_name"] = value
-    if (value := _env("LLMTRACE_JAEGER_URL")) is not None:
+    if (value := _env(_JAEGER_URL)) is not None:
         env["jaeger_url"] = value
     return replace(base, **env)
 
@@ -425,6 +452,8 @@ def validate(s: Settings) -> None:
         raise ConfigError(f"content_max_bytes={s.content_max_bytes!r} must be >= 0")
     if s.file_max_bytes < 0 or s.file_backups < 0:
         raise ConfigError("file_max_bytes and file_backups must be >= 0")
+    if s.jaeger_url is not None:
+        _check_jaeger_url(s.jaeger_url)
     if s.redact is not None and not callable(s.redact):
         raise ConfigError(f"redact={s.redact!r} is not callable; accepted: a function str -> str")
     if resolved_exporter(s) == "otlp":

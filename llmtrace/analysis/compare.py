@@ -33,6 +33,10 @@ found with far fewer requests; it needs 6 questions asked in both runs. The stat
 verdicts (mean, P50, P90, P95 of the runs) stay two-sample tests: a percentile is a property of a
 run, not of a question.
 
+A row whose verdict is faster or slower names, from each run, the requests where that row took
+longest (the report's exemplars: for end-to-end, its slowest at or above P95), with their stage
+times and Jaeger links, so that the change can be opened trace by trace.
+
 Randomness is seeded from the samples, so the same two runs always get the same verdicts.
 Runs above ``MAX_TESTED`` requests are tested on a fixed sample of that many: more only sharpens
 changes far below the practical threshold, and costs seconds.
@@ -46,7 +50,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.report_model import Report
+from llmtrace.analysis.report_model import END_TO_END as END_TO_END  # the rows' name, here too
+from llmtrace.analysis.report_model import Report, TraceExemplar
 from llmtrace.analysis.stats import (
     MEAN,
     Interval,
@@ -65,7 +70,6 @@ PERMUTATIONS = 499  # with ALPHA = 0.05 the test's level is exactly 5% (25 of 50
 MAX_TESTED = 1000
 MIN_EFFECT_SECONDS = 0.001
 MIN_EFFECT_SHARE = 0.05
-END_TO_END = "end_to_end"
 COMPARED = (MEAN, Statistic("p50", 0.50), Statistic("p90", 0.90), Statistic("p95", 0.95))
 RANKS = Statistic("ranks")
 
@@ -118,6 +122,8 @@ class SeriesComparison:
     needs: int = 0
     # P(a candidate request takes longer than a baseline one), ties counted half: 0.5 = no shift
     probability_slower: float = math.nan
+    # a row judged faster or slower: the requests where it took longest, in each run
+    exemplars: tuple[list[TraceExemplar], list[TraceExemplar]] | None = None
 
     def delta(self, statistic: str) -> Delta:
         return next(delta for delta in self.deltas if delta.statistic == statistic)
@@ -207,6 +213,14 @@ class Comparison:
                     "p_value": item.p_value,
                     "needs": item.needs,
                     "probability_slower": item.probability_slower,
+                    "exemplars": None
+                    if item.exemplars is None
+                    else {
+                        role: [trace.to_json() for trace in traces]
+                        for role, traces in zip(
+                            ("baseline", "candidate"), item.exemplars, strict=True
+                        )
+                    },
                     **{
                         delta.statistic: {
                             "baseline": delta.baseline,
@@ -358,6 +372,12 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
             continue
         (rank_test,) = tests[len(names) + k]
         series.append(_row(name, deltas, rank_test, smaller_run, n_base + n_cand))
+    for item in series:
+        if item.verdict in (FASTER, SLOWER):
+            item.exemplars = (
+                baseline.exemplars.get(item.name, []),
+                candidate.exemplars.get(item.name, []),
+            )
     sides = (describe_run(baseline), describe_run(candidate))
     return Comparison(
         baseline,

@@ -8,10 +8,12 @@ whichever reader produced them.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections import Counter
 from datetime import UTC, datetime
+from itertools import compress
 from typing import Any
 
 from llmtrace import semconv as sc
@@ -21,21 +23,25 @@ from llmtrace.analysis.collect import TraceColumns, check_root_key
 from llmtrace.analysis.evidence import ModelCall
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
 from llmtrace.analysis.report_model import (
+    END_TO_END,
     Bottleneck,
     Group,
     Grouping,
     ModelUsage,
     Report,
-    SlowTrace,
     StageSummary,
     Tail,
+    TraceExemplar,
     UserPerceivedTTFT,
     Waterfall,
     WaterfallSpan,
+    linked,
 )
 from llmtrace.analysis.stats import Distribution, distribution, histogram
 
 SLOWEST = 10
+EXEMPLARS = 3  # traces named per stage, and slowest requests at or above P95
+_ANY_TIME = math.ulp(0.0)  # the smallest positive time: a stage the request spent any time in
 MAX_SAMPLES = 5000
 MAX_WATERFALL_SPANS = 300
 MAX_GROUPS = 20  # --group-by: the largest groups shown; the rest are counted
@@ -278,9 +284,8 @@ def build_report(
         advice.extend(advise_caching(evidence))
         bottleneck = Bottleneck(top, stages[top].share, advice)
     order = sorted(range(len(acc.durations)), key=acc.durations.__getitem__, reverse=True)
-    jaeger = traceset.jaeger_url
-    slowest = [_slow_trace(acc, i, jaeger) for i in order[:SLOWEST]]
-    return Report(
+    slowest = [_exemplar(acc, i) for i in order[:SLOWEST]]
+    report = Report(
         source=traceset.source,
         service=traceset.service,
         traces=len(acc.durations),
@@ -305,7 +310,6 @@ def build_report(
         orphans=acc.orphans,
         warnings=list(traceset.warnings),
         run=_run_metadata(acc, run, calls),
-        jaeger_url=jaeger,
         samples=_samples(acc),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         llmtrace_version=_version(),
@@ -318,7 +322,40 @@ def build_report(
             [seconds for seconds in acc.first_events if seconds is not None],
             ttft,
         ),
+        exemplars=exemplars(acc, end_to_end.p95 if end_to_end else math.inf),
     )
+    jaeger = traceset.jaeger_url
+    return linked(report, jaeger) if jaeger else report
+
+
+def exemplars(acc: TraceColumns, p95: float) -> dict[str, list[TraceExemplar]]:
+    """The requests that show each row: for each stage, the ``EXEMPLARS`` where it took longest
+    (of those where it took any time); for end-to-end, the slowest at or above its ``p95``.
+
+    Ties go to the slower request, then to the lower trace id, so both readers (which may hand
+    the traces over in different orders) name the same ones.
+    """
+    rows = {END_TO_END: (acc.durations, p95)}
+    rows.update((stage, (values, _ANY_TIME)) for stage, values in acc.columns.items())
+    found = {}
+    for row, (values, floor) in rows.items():
+        chosen = _largest(acc, values, floor)
+        if chosen:
+            found[row] = [_exemplar(acc, i) for i in chosen]
+    return found
+
+
+def _largest(acc: TraceColumns, values: list[float], floor: float) -> list[int]:
+    """Indices of the ``EXEMPLARS`` largest ``values`` at or above ``floor``, largest first."""
+    top = heapq.nlargest(EXEMPLARS, values)
+    if not top or top[0] < floor:
+        return []
+    threshold = max(top[-1], floor)
+    # every index at or above the threshold (more than EXEMPLARS only on ties), found in C
+    candidates = list(compress(range(len(values)), map(threshold.__le__, values)))
+    durations = acc.durations
+    candidates.sort(key=lambda i: (-values[i], -durations[i], acc.info(i).trace_id))
+    return candidates[:EXEMPLARS]
 
 
 def user_perceived_ttft(
@@ -389,16 +426,15 @@ def _grouping(key: str, acc: TraceColumns) -> Grouping:
     )
 
 
-def _slow_trace(acc: TraceColumns, i: int, jaeger: str | None) -> SlowTrace:
+def _exemplar(acc: TraceColumns, i: int) -> TraceExemplar:
     info = acc.info(i)
     stages = {stage: values[i] for stage, values in acc.columns.items() if values[i] > 0}
-    return SlowTrace(
+    return TraceExemplar(
         trace_id=info.trace_id,
         duration=acc.durations[i],
         root=info.root,
         stages=dict(sorted(stages.items(), key=lambda item: -item[1])),
         orphan=info.orphan,
-        url=f"{jaeger}/trace/{info.trace_id}" if jaeger else None,
     )
 
 

@@ -1,5 +1,6 @@
 """The report's data model: per-stage summaries, models, the tail, the slowest trace's waterfall,
-advice, and the versioned JSON they are saved as (schema ``llmtrace.report/1``).
+advice, the traces that show each finding, and the versioned JSON they are saved as (schema
+``llmtrace.report/1``).
 
 Renderers and ``compare`` read these; only :mod:`llmtrace.analysis.report` builds them from
 traces. ``Report.from_json`` reads a saved report back, so one can be rendered or compared later
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from llmtrace._urls import jaeger_trace_url
 from llmtrace.analysis.advice import Evidence
 from llmtrace.analysis.stats import Distribution
 
 SCHEMA = "llmtrace.report/1"
+END_TO_END = "end_to_end"  # the row of whole requests, beside the stages'
 
 
 @dataclass(slots=True)
@@ -116,13 +119,38 @@ class UserPerceivedTTFT:
 
 
 @dataclass(slots=True)
-class SlowTrace:
+class TraceExemplar:
+    """One request the report names: its trace id, end-to-end time, root span, the time of each
+    stage on its critical path (largest first), and its page in Jaeger when a Jaeger is known."""
+
     trace_id: str
     duration: float
     root: str
     stages: dict[str, float]
     orphan: bool = False
     url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "duration": self.duration,
+            "root": self.root,
+            "stages": dict(self.stages),
+            "orphan": self.orphan,
+            "url": self.url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceExemplar:
+        url = data.get("url")
+        return cls(
+            trace_id=str(data["trace_id"]),
+            duration=float(data["duration"]),
+            root=str(data.get("root", "")),
+            stages={k: float(v) for k, v in (data.get("stages") or {}).items()},
+            orphan=bool(data.get("orphan", False)),
+            url=None if url is None else str(url),
+        )
 
 
 @dataclass(slots=True)
@@ -212,7 +240,7 @@ class Report:
     ttft: Distribution | None
     bottleneck: Bottleneck | None
     tail: Tail | None
-    slowest: list[SlowTrace]
+    slowest: list[TraceExemplar]
     generation: Distribution | None = None
     output_tokens_per_second: Distribution | None = None
     models: dict[str, ModelUsage] = field(default_factory=dict)
@@ -235,6 +263,19 @@ class Report:
     # spans per instrumentation recognised in the source, and spans no stage was found for
     instrumentations: dict[str, int] = field(default_factory=dict)
     unassigned_spans: int = 0
+    # The requests that show each row, keyed by stage and END_TO_END: for a stage, those where it
+    # took longest; for END_TO_END, the slowest at or above the end-to-end P95.
+    exemplars: dict[str, list[TraceExemplar]] = field(default_factory=dict)
+
+    @property
+    def bottleneck_exemplars(self) -> list[TraceExemplar]:
+        """The requests where the bottleneck stage took longest."""
+        return self.exemplars.get(self.bottleneck.stage, []) if self.bottleneck else []
+
+    @property
+    def slowest_exemplars(self) -> list[TraceExemplar]:
+        """The slowest requests, at or above the end-to-end P95."""
+        return self.exemplars.get(END_TO_END, [])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -263,17 +304,11 @@ class Report:
                 "median_mean": self.tail.median_mean,
                 "stages": dict(self.tail.stages),
             },
-            "slowest": [
-                {
-                    "trace_id": slow.trace_id,
-                    "duration": slow.duration,
-                    "root": slow.root,
-                    "stages": dict(slow.stages),
-                    "orphan": slow.orphan,
-                    "url": slow.url,
-                }
-                for slow in self.slowest
-            ],
+            "slowest": [slow.to_json() for slow in self.slowest],
+            "exemplars": {
+                row: [exemplar.to_json() for exemplar in traces]
+                for row, traces in self.exemplars.items()
+            },
             "generation": _dist_json(self.generation),
             "output_tokens_per_second": _dist_json(self.output_tokens_per_second),
             "models": {name: usage.to_json() for name, usage in self.models.items()},
@@ -355,17 +390,11 @@ class Report:
                 median_mean=float(tail.get("median_mean", math.nan)),
                 stages={k: float(v) for k, v in (tail.get("stages") or {}).items()},
             ),
-            slowest=[
-                SlowTrace(
-                    trace_id=str(item["trace_id"]),
-                    duration=float(item["duration"]),
-                    root=str(item.get("root", "")),
-                    stages={k: float(v) for k, v in (item.get("stages") or {}).items()},
-                    orphan=bool(item.get("orphan", False)),
-                    url=item.get("url"),
-                )
-                for item in data.get("slowest") or []
-            ],
+            slowest=[TraceExemplar.from_json(item) for item in data.get("slowest") or []],
+            exemplars={
+                str(row): [TraceExemplar.from_json(item) for item in traces or []]
+                for row, traces in (data.get("exemplars") or {}).items()
+            },
             generation=_dist(data.get("generation")),
             output_tokens_per_second=_dist(data.get("output_tokens_per_second")),
             models={
@@ -394,6 +423,24 @@ class Report:
             },
             unassigned_spans=int(data.get("unassigned_spans", 0)),
         )
+
+
+def linked(report: Report, jaeger_url: str) -> Report:
+    """``report`` with every trace it names linked to its page in the Jaeger UI at
+    ``jaeger_url``; a link the report already has is kept (it names the Jaeger it was read
+    from)."""
+
+    def link(traces: list[TraceExemplar]) -> list[TraceExemplar]:
+        return [
+            t if t.url else replace(t, url=jaeger_trace_url(jaeger_url, t.trace_id)) for t in traces
+        ]
+
+    return replace(
+        report,
+        jaeger_url=report.jaeger_url or jaeger_url.rstrip("/"),
+        slowest=link(report.slowest),
+        exemplars={row: link(traces) for row, traces in report.exemplars.items()},
+    )
 
 
 def _dist_json(value: Distribution | None) -> dict[str, Any] | None:

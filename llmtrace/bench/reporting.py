@@ -18,10 +18,16 @@ _CLOCK_MARGIN = timedelta(seconds=1)
 
 
 def build_run_report(
-    source: str | Path, result: BenchResult, *, service: str | None = None
+    source: str | Path,
+    result: BenchResult,
+    *,
+    service: str | None = None,
+    jaeger_url: str | None = None,
 ) -> Report:
-    """The report of ``result``'s run (warmups excluded)."""
+    """The report of ``result``'s run (warmups excluded); the traces it names link to
+    ``jaeger_url`` when they were not read from a Jaeger."""
     traceset = load_traces(str(source), service=service, since=result.started_at - _CLOCK_MARGIN)
+    traceset.jaeger_url = traceset.jaeger_url or jaeger_url
     report = build_report(traceset, run=result.plan.name)
     # The run knows which question each of its requests asked: compare pairs two runs' questions.
     asked = {o.trace_id: o.question_id for o in result.measured}

@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtrace.bench.questions import load_questions
     from llmtrace.bench.runs import run_path, save_run
     from llmtrace.bench.tracing import DEFAULT_SERVICE_NAME, ensure_tracing
-    from llmtrace.options import default_trace_file, settings
+    from llmtrace.options import default_trace_file, jaeger_url, settings
 
     console = Console()
     questions = load_questions(args.questions)
@@ -242,7 +242,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.settle > 0:
         time.sleep(args.settle)
-    report = reporting.build_run_report(source, result, service=args.service)
+    # a report read from the trace file links its traces to the Jaeger configured in this
+    # process (init(jaeger_url=) or LLMTRACE_JAEGER_URL)
+    report = reporting.build_run_report(
+        source, result, service=args.service, jaeger_url=jaeger_url()
+    )
     document = reporting.report_document(report, result, model=args.model)
     print_report(report, console=console)
     saved = save_run(document, run_path(plan.name, args.runs_dir))

@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_jaeger_argument(
         parser,
         "read both runs from this Jaeger (http://localhost:16686): BASELINE and CANDIDATE are "
-        "then llmtrace bench run names",
+        "then llmtrace bench run names; a side read from a file links its traces to it "
+        "(default for links: $LLMTRACE_JAEGER_URL)",
     )
     add_html_argument(parser, "also write the comparison as one self-contained HTML page")
     parser.add_argument(

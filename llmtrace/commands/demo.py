@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_jaeger_argument(
         parser,
-        "Jaeger UI for the slowest-trace link with --otlp "
+        "with --otlp, the Jaeger UI the reports' requests and the slowest trace link to "
         f"(default $LLMTRACE_JAEGER_URL or {DEFAULT_JAEGER_URL})",
     )
     # The older spelling of --jaeger.

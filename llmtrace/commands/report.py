@@ -20,6 +20,7 @@ EXAMPLES = (
     "llmtrace report",
     "llmtrace report .llmtrace/traces.jsonl --lookback 2h --html report.html",
     "llmtrace report --jaeger http://localhost:16686 --service support-bot --limit 500",
+    "llmtrace report .llmtrace/traces.jsonl --jaeger http://localhost:16686",
     "llmtrace report --filter user.id=u-42 --group-by session.id",
     "llmtrace report --prometheus http://localhost:9090 --service support-bot --lookback 1h",
 )
@@ -201,7 +202,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the application's trace file, $LLMTRACE_FILE_PATH or .llmtrace/traces.jsonl)",
     )
     add_jaeger_argument(
-        parser, "read the traces from this Jaeger (http://localhost:16686) instead of a file"
+        parser,
+        "the Jaeger (http://localhost:16686) the traces are in: without SOURCE, read them from "
+        "it; always, link the traces the report names to its UI (default for links: "
+        "$LLMTRACE_JAEGER_URL)",
     )
     parser.add_argument(
         "--format",
@@ -234,11 +238,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_prometheus_arguments(parser)
 
 
+def link_base(args: argparse.Namespace) -> str | None:
+    """The Jaeger UI that the traces a report names link to, when the report did not read them
+    from a Jaeger (which is then their link): ``--jaeger``, else ``LLMTRACE_JAEGER_URL``.
+
+    One flag, not a second one for the UI: Jaeger serves its UI and its query API from one base
+    URL, so the URL a report reads traces from is the URL their pages are at, and a trace file
+    sent through the Collector holds the traces of that same Jaeger.
+    """
+    from llmtrace.options import jaeger_url
+
+    return getattr(args, "jaeger", None) or jaeger_url()
+
+
 def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
-    """Read a trace source with the command line's filters."""
+    """Read a trace source with the command line's filters; the traces link to ``link_base``
+    unless they were read from a Jaeger."""
     from llmtrace.analysis.sources import load_traces
 
-    return load_traces(
+    traceset = load_traces(
         source,
         service=args.service,
         lookback=args.lookback,
@@ -248,6 +266,9 @@ def traces_from_source(source: str, args: argparse.Namespace) -> TraceSet:
         trace_id=args.trace_id,
         attributes=dict(getattr(args, "filter", None) or []),
     )
+    if traceset.jaeger_url is None:
+        traceset.jaeger_url = link_base(args)
+    return traceset
 
 
 def report_from_traces(
@@ -273,14 +294,16 @@ def report_from_traces(
 
 
 def report_from_source(source: str, args: argparse.Namespace) -> Report:
-    """Build a report from a trace source, or read a saved one."""
-    from llmtrace.analysis.report_model import load_report_file
+    """Build a report from a trace source, or read a saved one (its traces linked to
+    ``link_base`` when it has no links of its own)."""
+    from llmtrace.analysis.report_model import linked, load_report_file
     from llmtrace.analysis.sources import is_jaeger_url
 
     if not is_jaeger_url(source):
         saved = load_report_file(Path(source)) if Path(source).is_file() else None
         if saved is not None:
-            return saved
+            base = link_base(args)
+            return linked(saved, base) if base else saved
     return report_from_traces(traces_from_source(source, args), source, args)
 
 
@@ -302,8 +325,10 @@ def _has_filters(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.source and args.jaeger:
-        raise CommandError("give either SOURCE or --jaeger URL, not both")
+    from llmtrace.analysis.sources import is_jaeger_url
+
+    if args.source and args.jaeger and is_jaeger_url(args.source):
+        raise CommandError("give the Jaeger URL as SOURCE or as --jaeger URL, not both")
     if args.prometheus and (args.source or args.jaeger):
         raise CommandError("give either SOURCE, --jaeger URL or --prometheus URL, not two")
     origin = None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from llmtrace._urls import jaeger_trace_url
 from llmtrace.analysis.compare import Comparison, compare
 from llmtrace.analysis.render.html import write_html
 from llmtrace.analysis.render.terminal import print_comparison, print_report
@@ -183,7 +184,11 @@ async def _bench(
             server.crash_hint()
             or f"every request of {name} failed ({last_error}): see {options.server_log}"
         )
-    report = await asyncio.to_thread(build_run_report, options.traces_file, result)
+    # with --otlp the same traces reach Jaeger: the report's traces link to them there
+    jaeger_url = options.jaeger_url if options.otlp else None
+    report = await asyncio.to_thread(
+        build_run_report, options.traces_file, result, jaeger_url=jaeger_url
+    )
     document = report_document(report, result, model=MODEL_NAME)
     save_run(document, run_path(name, options.runs_dir))
     report = Report.from_json(document)
@@ -196,4 +201,4 @@ def slowest_trace_url(result: BenchResult, jaeger_url: str) -> str | None:
     if not measured:
         return None
     slowest = max(measured, key=lambda outcome: outcome.latency)
-    return f"{jaeger_url.rstrip('/')}/trace/{slowest.trace_id}"
+    return jaeger_trace_url(jaeger_url, slowest.trace_id)

@@ -186,10 +186,11 @@ def current_trace_id() -> str | None:
 def trace_url(trace_id: str | None = None) -> str | None:
     """The Jaeger UI link of ``trace_id`` (default: the current trace), when a Jaeger URL is
     configured (``init(jaeger_url=...)`` or ``LLMTRACE_JAEGER_URL``); else None."""
+    from llmtrace._urls import jaeger_trace_url
     from llmtrace.options import settings
 
     base = settings().jaeger_url
     trace_id = trace_id or current_trace_id()
     if not base or not trace_id:
         return None
-    return f"{base.rstrip('/')}/trace/{trace_id}"
+    return jaeger_trace_url(base, trace_id)

@@ -101,6 +101,28 @@ def test_bench_a_python_callable_reports_and_saves_the_run(workdir: Path) -> Non
     assert {"retrieval", "ttft", "generation"} <= set(saved["stages"])
 
 
+def test_an_app_that_sets_jaeger_url_gets_a_run_report_linked_to_it(workdir: Path) -> None:
+    # init(jaeger_url=) in the process the run is measured in: the report built there links
+    # the requests it names to that Jaeger
+    jaeger = "http://jaeger.example:16686"
+    setup = f"import llmtrace\nllmtrace.init(exporter='none', jaeger_url={jaeger!r})\n"
+    (workdir / "linked_app.py").write_text(setup + APP.format(generation_delay=0.02))
+    done = llmtrace_cli(
+        "bench", "linked_app:answer", "--questions", "questions.jsonl", "--name", "linked",
+        "--no-progress", cwd=workdir,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    saved = saved_run(workdir, "linked")
+    named = [trace for traces in saved["exemplars"].values() for trace in traces]
+    assert named and saved["jaeger_url"] == jaeger
+    for trace in named:
+        assert trace["url"] == f"{jaeger}/trace/{trace['trace_id']}"
+    # the terminal shows the bottleneck's and the slowest requests
+    for row in (saved["bottleneck"]["stage"], "end_to_end"):
+        for trace in saved["exemplars"][row]:
+            assert f"\n    {trace['url']}\n" in done.stdout
+
+
 def test_errors_are_counted_and_the_run_still_reports(workdir: Path) -> None:
     done = llmtrace_cli(
         "bench", "rag_app:answer", "--questions", "other.txt", "--repeat", "3",

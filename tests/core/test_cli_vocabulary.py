@@ -147,10 +147,25 @@ def test_report_reads_jaeger_given_with_the_jaeger_flag() -> None:
     _one_line_error(llmtrace_cli("report", "--jaeger", url), f"cannot reach Jaeger at {url}")
 
 
-def test_report_takes_a_source_or_jaeger_not_both(tmp_path: Path) -> None:
+def test_report_takes_a_jaeger_as_source_or_as_the_jaeger_flag_not_both() -> None:
+    result = llmtrace_cli("report", "http://jaeger-a:16686", "--jaeger", "http://jaeger-b:16686")
+    _one_line_error(result, "give the Jaeger URL as SOURCE or as --jaeger URL, not both")
+
+
+def test_report_of_a_file_links_its_traces_to_the_jaeger_flag(tmp_path: Path) -> None:
     trace_file = write_traces(tmp_path / "traces.jsonl", 3)
-    result = llmtrace_cli("report", str(trace_file), "--jaeger", "http://localhost:16686")
-    _one_line_error(result, "give either SOURCE or --jaeger URL, not both")
+    result = llmtrace_cli("report", str(trace_file), "--jaeger", "http://localhost:16686/")
+    assert result.returncode == 0, result.stderr
+    # the trace file holds no Jaeger of its own: the flag's (its trailing slash dropped)
+    links = re.findall(r"^ +(http://\S+)$", result.stdout, re.M)
+    traces = {f"http://localhost:16686/trace/{i + 1:032x}" for i in range(3)}
+    assert links and set(links) <= traces, result.stdout
+
+
+def test_a_jaeger_url_from_the_environment_that_is_not_a_url_is_one_line(tmp_path: Path) -> None:
+    trace_file = write_traces(tmp_path / "traces.jsonl", 3)
+    result = llmtrace_cli("report", str(trace_file), env={"LLMTRACE_JAEGER_URL": "jaeger:16686"})
+    _one_line_error(result, "jaeger_url='jaeger:16686' is not a URL of the Jaeger UI")
 
 
 def test_a_jaeger_flag_that_is_not_a_url_is_a_usage_error() -> None:

@@ -326,6 +326,21 @@ def test_shutdown_timeout_option_and_variable(monkeypatch):
         options.validate(options.Settings(shutdown_timeout=-1))
 
 
+def test_the_jaeger_url_links_lead_to_is_init_s_else_the_variable(monkeypatch):
+    monkeypatch.setenv("LLMTRACE_JAEGER_URL", "http://from-env:16686")
+    assert options.jaeger_url() == "http://from-env:16686"
+    llmtrace.init(exporter="none", instrument=False, jaeger_url="https://jaeger.example")
+    try:
+        assert options.jaeger_url() == "https://jaeger.example"
+    finally:
+        llmtrace.shutdown()
+    monkeypatch.setenv("LLMTRACE_JAEGER_URL", "localhost:16686")
+    with pytest.raises(llmtrace.ConfigError, match=r"jaeger_url='localhost:16686'.*http://"):
+        options.jaeger_url()
+    with pytest.raises(llmtrace.ConfigError, match="jaeger_url='javascript:x'"):
+        options.validate(options.Settings(jaeger_url="javascript:x"))
+
+
 def test_instrument_and_uninstrument_reject_unknown_names():
     with pytest.raises(llmtrace.ConfigError, match=r"\['opneai'\].*accepted: .*openai"):
         llmtrace.instrument(["opneai"])

@@ -2,6 +2,8 @@
 
 Charts: a stacked bar of stage shares, per-stage percentiles, the TTFT distribution and a
 waterfall of the slowest trace. Every figure comes from the ``Report``; nothing is computed here.
+The traces the report names link to their pages in Jaeger when it knows a Jaeger (only http(s)
+URLs become links, escaped like every other value).
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ from pathlib import Path
 from llmtrace import semconv as sc
 from llmtrace.analysis.compare import COMPARED, Comparison, Delta
 from llmtrace.analysis.render.labels import (
+    bottleneck_traces_heading,
+    changed_row_heading,
     changes_text,
+    link_target,
     method_note,
     not_enough_note,
     row_name,
     settings_text,
+    slowest_traces_heading,
+    stage_times_text,
 )
 from llmtrace.analysis.render.recognised import recognised_line
 from llmtrace.analysis.render.user_ttft import user_ttft_lines
-from llmtrace.analysis.report_model import Report, StageSummary
+from llmtrace.analysis.report_model import Report, StageSummary, TraceExemplar
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
     format_count,
@@ -281,24 +288,40 @@ def _models_table(report: Report) -> str:
     )
 
 
-def _slowest_table(report: Report) -> str:
+def _traces_table(traces: list[TraceExemplar], attributes: str) -> str:
+    """The requests a report names: trace id (a link to Jaeger when known), end-to-end time,
+    root span and stage times. ``attributes`` go on the ``<table>`` as they are."""
     rows = []
-    for slow in report.slowest:
-        trace = _esc(slow.trace_id)
-        link = f'<a href="{_esc(slow.url)}">{trace}</a>' if slow.url else f"<code>{trace}</code>"
-        stages = ", ".join(
-            f"{_esc(s)} {format_seconds(v)}" for s, v in list(slow.stages.items())[:3]
-        )
-        orphan = " (orphan)" if slow.orphan else ""
+    for trace in traces:
+        trace_id = f"<code>{_esc(trace.trace_id)}</code>"
+        url = link_target(trace.url)
+        link = f'<a href="{_esc(url)}">{trace_id}</a>' if url else trace_id
         rows.append(
-            f"<tr><td>{link}{orphan}</td><td>{format_seconds(slow.duration)}</td>"
-            f'<td style="text-align:left">{_esc(slow.root)}</td><td style="text-align:left">{stages}</td></tr>'
+            f'<tr data-trace-id="{_esc(trace.trace_id)}"><td>{link}</td>'
+            f"<td>{format_seconds(trace.duration)}</td>"
+            f'<td style="text-align:left">{_esc(trace.root)}</td>'
+            f'<td style="text-align:left">{_esc(stage_times_text(trace))}</td></tr>'
         )
     return (
-        '<table id="slowest"><tr><th>trace</th><th>time</th><th>root span</th><th>largest stages</th></tr>'
-        + "".join(rows)
-        + "</table>"
+        f"<table {attributes}><tr><th>trace</th><th>time</th><th>root span</th>"
+        '<th style="text-align:left">stages</th></tr>' + "".join(rows) + "</table>"
     )
+
+
+def _exemplar_sections(report: Report) -> list[str]:
+    parts = []
+    if report.bottleneck and report.bottleneck_exemplars:
+        parts += [
+            f"<h2>{_esc(bottleneck_traces_heading(report.bottleneck.stage))}</h2>",
+            _traces_table(report.bottleneck_exemplars, 'id="bottleneck-traces"'),
+        ]
+    if report.slowest_exemplars:
+        p95 = report.end_to_end.p95 if report.end_to_end else None
+        parts += [
+            f"<h2>{_esc(slowest_traces_heading(p95))}</h2>",
+            _traces_table(report.slowest_exemplars, 'id="p95-traces"'),
+        ]
+    return parts
 
 
 def render_html(report: Report) -> str:
@@ -334,6 +357,7 @@ def render_html(report: Report) -> str:
             f"{format_seconds(tail.tail_mean)} against {format_seconds(tail.median_mean)} for the median traces; "
             f"<b>{_esc(tail.stage)}</b> grew most (+{format_seconds(tail.growth)}).</p>"
         )
+    body += _exemplar_sections(report)
     body += [
         "<h2>Share of end-to-end time by stage</h2>",
         stage_share_chart(report),
@@ -351,7 +375,7 @@ def render_html(report: Report) -> str:
         "<h2>Slowest trace</h2>",
         waterfall_chart(report),
         "<h2>Slowest traces</h2>",
-        _slowest_table(report),
+        _traces_table(report.slowest, 'id="slowest"'),
         f'<p class="meta">Stage names follow llmtrace\'s vocabulary ({_esc(", ".join(sc.STAGES))}).</p>',
     ]
     return (
@@ -502,6 +526,17 @@ def render_comparison_html(comparison: Comparison) -> str:
     if note:
         body.append(f'<p class="meta" id="not-enough">{_esc(note)}.</p>')
     body.append(f'<p class="meta">{_esc(method_note(comparison))}</p>')
+    for item in comparison.series:
+        if item.exemplars is None:
+            continue
+        body.append(f"<h2>{_esc(changed_row_heading(item.name, item.verdict))}</h2>")
+        for role, traces in zip(("baseline", "candidate"), item.exemplars, strict=True):
+            body += [
+                f"<h3>{role}</h3>",
+                _traces_table(
+                    traces, f'class="traces" data-row="{_esc(item.name)}" data-run="{role}"'
+                ),
+            ]
     return _page(title, body)
 
 

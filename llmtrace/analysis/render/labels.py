@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmtrace._urls import is_web_url
 from llmtrace.analysis.compare import (
     COMPARED,
     END_TO_END,
@@ -12,6 +13,8 @@ from llmtrace.analysis.compare import (
     RunSide,
     SettingChange,
 )
+from llmtrace.analysis.report_model import TraceExemplar
+from llmtrace.analysis.units import format_seconds
 
 _SETTING_LABELS = {"question_set": "question set"}
 HASH_DIGITS = 12
@@ -86,3 +89,37 @@ def method_note(comparison: Comparison) -> str:
         "ranks); a change must be at least 1 ms and 5% of the baseline; the interval is the "
         "test's 95% interval."
     )
+
+
+def link_target(url: str | None) -> str | None:
+    """``url`` when it may be shown as a link: an http(s) URL with no whitespace or control
+    character (a saved report is read as it is, and a ``javascript:`` href or an escape sequence
+    in a terminal link would act on the reader's side)."""
+    if url is None or not is_web_url(url):
+        return None
+    if any(character.isspace() or not character.isprintable() for character in url):
+        return None
+    return url
+
+
+def stage_times_text(trace: TraceExemplar) -> str:
+    """``generation 75 ms, ttft 41 ms, retrieval 20 ms``: a request's stages, largest first."""
+    text = ", ".join(
+        f"{stage} {format_seconds(seconds)}" for stage, seconds in trace.stages.items()
+    )
+    return text + " (orphan)" if trace.orphan else text
+
+
+def bottleneck_traces_heading(stage: str) -> str:
+    return f"Requests where {stage} took longest"
+
+
+def slowest_traces_heading(p95: float | None) -> str:
+    if p95 is None:
+        return "Slowest requests"
+    return f"Slowest requests (at or above P95, {format_seconds(p95)})"
+
+
+def changed_row_heading(name: str, verdict: str) -> str:
+    """``generation slower: where it took longest in each run``."""
+    return f"{row_name(name)} {verdict}: where it took longest in each run"

@@ -1,9 +1,18 @@
-"""The report for people at a terminal: rich tables that stay readable at 80 columns."""
+"""The report for people at a terminal: rich tables that stay readable at 80 columns.
+
+A trace the report names links to its page in Jaeger when a Jaeger URL is known. Where the
+output is a terminal that takes escape codes (rich's test: a tty or ``FORCE_COLOR``, and not
+``TERM=dumb``) and colour is not turned off (``NO_COLOR``), the trace id itself is the link (an
+OSC 8 hyperlink, which terminals that do not know it show as the plain id). Anywhere else (a
+pipe, a file, ``--output``, ``NO_COLOR``) the URL is printed on a line of its own, never
+wrapped, so that a terminal or editor finds it as a URL and a script can read it.
+"""
 
 from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -16,15 +25,20 @@ from llmtrace.analysis.compare import (
     Delta,
 )
 from llmtrace.analysis.render.labels import (
+    bottleneck_traces_heading,
+    changed_row_heading,
     changes_text,
+    link_target,
     method_note,
     not_enough_note,
     row_name,
     settings_text,
+    slowest_traces_heading,
+    stage_times_text,
 )
 from llmtrace.analysis.render.recognised import recognised_line
 from llmtrace.analysis.render.user_ttft import user_ttft_lines
-from llmtrace.analysis.report_model import Report, StageSummary
+from llmtrace.analysis.report_model import Report, StageSummary, TraceExemplar
 from llmtrace.analysis.stats import Distribution
 from llmtrace.analysis.units import (
     format_count,
@@ -127,18 +141,49 @@ def _model_table(report: Report) -> Table | None:
     return table
 
 
-def _slowest_table(report: Report) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Slowest traces")
-    table.add_column("trace id", no_wrap=True, style="dim")
-    table.add_column("time", justify="right")
-    table.add_column("mostly", overflow="fold")
-    for slow in report.slowest[:5]:
-        top = next(iter(slow.stages.items()), None)
-        mostly = f"{top[0]} {format_seconds(top[1])}" if top else ""
-        if slow.orphan:
-            mostly += " (orphan)"
-        table.add_row(slow.trace_id, format_seconds(slow.duration), mostly)
-    return table
+def hyperlinks(console: Console) -> bool:
+    """Whether trace links are written as OSC 8 hyperlinks (see the module's docstring)."""
+    return (
+        console.is_terminal
+        and not console.is_dumb_terminal
+        and console.color_system is not None
+        and not console.no_color
+    )
+
+
+def print_traces(
+    console: Console,
+    heading: str,
+    traces: list[TraceExemplar],
+    indent: int = 2,
+    *,
+    section: bool = True,
+) -> None:
+    """``heading``, then per request its trace id and end-to-end time, under them its stage
+    times, and its Jaeger link (see the module's docstring). A ``section`` starts with a blank
+    line; nothing is printed without traces."""
+    if not traces:
+        return
+    if section:
+        console.print()
+    console.print(heading + ":", style="bold", highlight=False)
+    linked = hyperlinks(console)
+    below = " " * (indent + 2)
+    for trace in traces:
+        url = link_target(trace.url)
+        trace_id = Text(trace.trace_id, style=Style(bold=True, link=url if linked else None))
+        console.print(
+            Text(" " * indent) + trace_id + Text(f"  {format_seconds(trace.duration)}"),
+            no_wrap=True,
+            crop=False,
+        )
+        stages = Table.grid(pad_edge=False)
+        stages.add_column(width=len(below), no_wrap=True)
+        stages.add_column(overflow="fold")
+        stages.add_row("", stage_times_text(trace))
+        console.print(stages, highlight=False)
+        if url and not linked:
+            console.print(below + url, no_wrap=True, crop=False, highlight=False)
 
 
 def _bullets(lines: list[str]) -> Table:
@@ -211,6 +256,11 @@ def print_report(report: Report, console: Console | None = None) -> None:
             f"{format_share(report.bottleneck.share)} of the mean end-to-end time"
         )
         console.print(_bullets(report.bottleneck.advice))
+        print_traces(
+            console,
+            bottleneck_traces_heading(report.bottleneck.stage),
+            report.bottleneck_exemplars,
+        )
     if report.tail:
         tail = report.tail
         console.print(
@@ -220,7 +270,12 @@ def print_report(report: Report, console: Console | None = None) -> None:
             f"({format_signed_seconds(tail.growth)})",
             highlight=False,
         )
-    console.print(_slowest_table(report))
+    if report.slowest_exemplars:
+        print_traces(
+            console, slowest_traces_heading(report.end_to_end.p95), report.slowest_exemplars
+        )
+    else:  # a report saved before the requests at or above P95 were recorded
+        print_traces(console, slowest_traces_heading(None), report.slowest[:3])
 
 
 def _cell(delta: Delta) -> Text:
@@ -279,3 +334,10 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
             f"{format_seconds(p95.baseline)}→{format_seconds(p95.candidate)}",
         )
     console.print(detail)
+    for item in comparison.series:
+        if item.exemplars is None:
+            continue
+        console.print()
+        console.print(changed_row_heading(item.name, item.verdict), style="bold", highlight=False)
+        for role, traces in zip(("baseline", "candidate"), item.exemplars, strict=True):
+            print_traces(console, f"  {role}", traces, indent=4, section=False)

@@ -1,7 +1,8 @@
 """An instrumented RAG-shaped app with known delays per stage, for end-to-end report tests.
 
 Run as a script: ``python delayed_app.py REQUESTS`` with LLMTRACE_* / OTEL_* set by the test.
-The delays are exported as DELAYS so the test compares the report against them.
+The delays are exported as DELAYS so the test compares the report against them;
+``DELAYED_APP_GENERATION`` (seconds) makes a run whose generation is slower or faster.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def generate(prompt: str) -> Iterator[str]:
     time.sleep(DELAYS["ttft"])
     yield "first"
     # One sleep for the whole generation: per-token sleeps would each overshoot on a busy machine.
-    time.sleep(DELAYS["generation"])
+    time.sleep(float(os.environ.get("DELAYED_APP_GENERATION", DELAYS["generation"])))
     yield " token" * (TOKENS - 1)
     llmtrace.record_usage(input_tokens=len(prompt.split()), output_tokens=TOKENS)
 
