@@ -40,6 +40,10 @@ TRUNCATED = "llmtrace.truncated"
 CONTENT_EVENT = "gen_ai.client.inference.operation.details"
 """The span event that carries the content in the ``event_only`` and ``span_and_event`` modes."""
 
+RETRIEVAL_CONTENT_EVENT = "llmtrace.retrieval.details"
+"""The span event that carries a retrieval's query text and documents in those modes (the GenAI
+conventions define an event for inference only; this one keeps their attribute names)."""
+
 CONTENT_ATTRIBUTES = (
     semconv.GEN_AI_INPUT_MESSAGES,
     semconv.GEN_AI_OUTPUT_MESSAGES,
@@ -264,3 +268,13 @@ def set_call_attributes(span: Span, attributes: dict[str, Any]) -> None:
     if not getattr(span, "gathers_attributes", False):
         route_content(span, attributes)
     span.set_attributes(attributes)
+
+
+def set_retrieval_content(span: Span, content: Mapping[str, str]) -> None:
+    """A retrieval's query text or documents (already bounded and redacted) where the capture
+    mode says: span attributes, one ``llmtrace.retrieval.details`` span event, or both."""
+    mode = _mode()
+    if mode in _MODES_WITH_SPAN:
+        span.set_attributes(content)
+    if mode in _MODES_WITH_EVENT:
+        span.add_event(RETRIEVAL_CONTENT_EVENT, content)

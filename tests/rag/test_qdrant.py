@@ -9,8 +9,9 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
-from llmtrace import semconv
+from llmtrace import options, semconv
 from llmtrace.instrumentation.vectordb.qdrant import QdrantInstrumentor
+from llmtrace.sdk import content
 
 from .spans_util import only
 
@@ -102,6 +103,33 @@ def test_documents_are_recorded_only_with_content_capture(
     documents = json.loads(span.attributes[semconv.GEN_AI_RETRIEVAL_DOCUMENTS])
     assert documents[0]["id"] == "1"
     assert "refunds take 5 days" in documents[0]["content"]
+
+
+@pytest.mark.parametrize("mode", ["span_only", "event_only", "span_and_event"])
+def test_documents_go_where_the_capture_mode_says(
+    spans, client: QdrantClient, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+    options.reload()
+    client.query_points(COLLECTION, query=QUERY, limit=1)
+
+    span = only(spans.get_finished_spans(), f"retrieval {COLLECTION}")
+    events = [e for e in span.events if e.name == content.RETRIEVAL_CONTENT_EVENT]
+    on_span = semconv.GEN_AI_RETRIEVAL_DOCUMENTS in span.attributes
+    assert on_span is (mode != "event_only")
+    assert len(events) == (0 if mode == "span_only" else 1)
+    for event in events:
+        (document,) = json.loads(event.attributes[semconv.GEN_AI_RETRIEVAL_DOCUMENTS])
+        assert "refunds take 5 days" in document["content"]
+        if on_span:
+            recorded = span.attributes[semconv.GEN_AI_RETRIEVAL_DOCUMENTS]
+            assert event.attributes[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] == recorded
+    if mode == "event_only":
+        assert not [
+            key
+            for key in span.attributes
+            if key.startswith("gen_ai.retrieval.") and key != semconv.GEN_AI_RETRIEVAL_TOP_K
+        ]
 
 
 def test_no_documents_without_content_capture(spans, client: QdrantClient) -> None:

@@ -28,6 +28,7 @@ from opentelemetry.util.types import AttributeValue
 
 from llmtrace import semconv
 from llmtrace.sdk._safety import log_once
+from llmtrace.sdk.content import set_retrieval_content
 from llmtrace.sdk.gate import (
     bounded_content,
     capture_settings,
@@ -142,8 +143,8 @@ def _set_content(span: Span, content: Mapping[str, str]) -> None:
         return
     capture, max_bytes, redact, _ = capture_settings()
     if capture:
-        for key, value in content.items():
-            span.set_attribute(key, bounded_content(value, max_bytes, redact))
+        bounded = {key: bounded_content(value, max_bytes, redact) for key, value in content.items()}
+        set_retrieval_content(span, bounded)
 
 
 def _enclosing_same_operation(operation: Operation) -> Span | None:
