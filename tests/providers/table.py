@@ -189,7 +189,7 @@ def _google_genai_retrying(server: ModelServer) -> Any:
 
     # Its retries (off unless asked for) wait their own backoff; without jitter, exactly 50 ms.
     retry = types.HttpRetryOptions(
-        attempts=2, initial_delay=0.05, jitter=0, http_status_codes=[429]
+        attempts=2, initial_delay=0.05, jitter=0, http_status_codes=[429, 503]
     )
     return _google_genai_client(server, retry_options=retry)
 

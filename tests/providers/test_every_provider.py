@@ -248,27 +248,36 @@ async def test_ttft_matches_the_injected_first_token_delay_async(
 
 # --- retries inside one model call ----------------------------------------------------------------
 
+# Each provider's own refusal (a 429 with the hint its client reads, if any), and an overloaded
+# server's 503 without a hint.
 RETRYING = [
-    pytest.param(p, streamed, id=f"{p.name}-{'stream' if streamed else 'whole'}", marks=p.marks)
+    pytest.param(
+        p,
+        streamed,
+        refusal,
+        id=f"{p.name}-{'stream' if streamed else 'whole'}-{refusal[0]}",
+        marks=p.marks,
+    )
     for p in PROVIDERS
     if p.retrying is not None
     for streamed in (False, True)
     if p.retries_streams or not streamed
+    for refusal in (p.refusal, (503, {}))
 ]
 # The wait lies inside the gap the server saw between sending the refusal and the retry arriving
 # (both of its ends do), give or take the loopback.
 LOOPBACK = 0.002
 
 
-@pytest.mark.parametrize(("provider", "streamed"), RETRYING)
+@pytest.mark.parametrize(("provider", "streamed", "refusal"), RETRYING)
 def test_a_refused_attempt_and_the_wait_before_its_retry_are_on_the_span(
-    provider, server, instrumented, spans, monkeypatch, tmp_path, streamed
+    provider, server, instrumented, spans, monkeypatch, tmp_path, streamed, refusal
 ):
     """The provider's own retry loop, its first attempt refused: one model span, the refused
     attempt an event on it with the wait the client slept, and the report's ``retry`` stage."""
     client = provider.retrying(server)
     slept = sleeps(monkeypatch)
-    status, headers = provider.refusal
+    status, headers = refusal
     # (Long enough for the answer to take the server the time its timing headers claim, groq's.)
     server.configure(first_token_delay=0.05, token_delay=0.01, refusals=[(status, headers)])
     if streamed:
