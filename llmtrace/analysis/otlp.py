@@ -24,7 +24,7 @@ import orjson
 
 from llmtrace import semconv as sc
 from llmtrace.analysis import conventions
-from llmtrace.analysis.model import Span, Trace
+from llmtrace.analysis.model import Span, Trace, attach
 
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -468,15 +468,8 @@ def link_children(spans: Mapping[str, Span]) -> list[Span]:
         if parent is None or parent is span:
             roots.append(span)
             continue
-        if span.end <= 0 or span.end < span.start:
-            # A child still open when its trace was exported claims no time of its own.
-            span.end = span.start
         span.parent_id = parent.span_id  # share the parent's string: one copy per id
-        children = parent.children
-        if children:
-            children.append(span)  # type: ignore[attr-defined]
-        else:
-            parent.children = [span]
+        attach(parent, span)
     return roots
 
 

@@ -85,7 +85,7 @@ from opentelemetry.util.types import Attributes
 from llmtrace import semconv as sc
 from llmtrace.analysis import conventions
 from llmtrace.analysis.breakdown import ModelPhases, first_token_time, stage_nanos
-from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace
+from llmtrace.analysis.model import NANOS, NO_CHILDREN, Span, Trace, attach
 from llmtrace.analysis.otlp import (
     KEPT_ATTRIBUTES,
     TABLE_ATTRIBUTES,
@@ -363,13 +363,7 @@ def local_trace(
         if parent is None or parent is span:
             whole = False  # an orphan, or the root of another local trace
             continue
-        if span.end <= 0 or span.end < span.start:
-            span.end = span.start
-        children = parent.children
-        if children:
-            children.append(span)  # type: ignore[attr-defined]
-        else:
-            parent.children = [span]
+        attach(parent, span)
     if inferred_calls:
         yield_to_wire(inferred_calls)
         declared_calls += [
