@@ -42,6 +42,7 @@ from llmtrace import semconv
 from llmtrace._version import __version__
 from llmtrace.options import settings
 from llmtrace.sdk import _compat, _context_keys
+from llmtrace.sdk.content import route_content
 from llmtrace.sdk.metrics import meter_provider_set
 
 logger = logging.getLogger("llmtrace.instrumentation")
@@ -433,10 +434,10 @@ class ModelCall:
         errors = self.retry_errors
         if errors is None:
             errors = self.retry_errors = []
-        errors.append(str(error_type))
+        errors.append(error_type)
         event: dict[str, Any] = {
             semconv.HTTP_REQUEST_RESEND_COUNT: len(errors),
-            semconv.ERROR_TYPE: str(error_type),
+            semconv.ERROR_TYPE: error_type,
         }
         if answer.__class__ is int:
             event[semconv.HTTP_RESPONSE_STATUS_CODE] = answer
@@ -488,8 +489,6 @@ class ModelCall:
         collected = self.take_collected()
         if self.span.is_recording():
             # The call's content goes where the capture mode says, even when it failed.
-            from llmtrace.sdk.content import route_content
-
             route_content(self.span, collected)
             if collected:
                 self.span.set_attributes(collected)
