@@ -33,8 +33,19 @@ Stage = Literal[
     "other",
 ]
 STAGES: Final[tuple[str, ...]] = get_args(Stage)
-# A model-call span is recorded with this stage and split at its first token into ttft/generation.
-LLM_STAGE: Final = "ttft"
+# A model-call span's own tag: the call as a whole, which is ``ttft`` until its first token
+# (``llmtrace.time_to_first_token``) and ``generation`` after it. A span's
+# tag must read true where users read raw spans (Jaeger): the call is not all ``ttft``. The report
+# splits such a span at its first token, so no time is ever reported under this name: it is a
+# value of the tag, not a stage of the breakdown (``STAGES``).
+LLM_STAGE: Final = "model"
+# The tag earlier releases wrote on a model-call span. Both readers still split a span tagged
+# ``ttft`` at its first token, so files recorded before read as they always did (and a span an
+# application tags ``ttft`` itself reads the same way).
+EARLIER_LLM_STAGE: Final = "ttft"
+MODEL_CALL_STAGES: Final = frozenset({LLM_STAGE, EARLIER_LLM_STAGE})
+# Every value a span's ``llmtrace.stage`` may take: the stages, and the model call's own tag.
+SPAN_STAGES: Final[tuple[str, ...]] = (*STAGES, LLM_STAGE)
 
 # --- GenAI semantic conventions ---------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"

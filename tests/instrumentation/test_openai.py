@@ -37,7 +37,7 @@ def test_chat_completion_records_request_response_and_usage(model_server, spans)
     (span,) = model_spans(spans)
     a = span.attributes
     assert span.name == "chat gpt-test"
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == "gpt-test"
     assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 20

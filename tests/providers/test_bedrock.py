@@ -80,7 +80,7 @@ def test_converse_records_usage_finish_reason_and_server_time(server, spans):
     assert span.name == f"chat {CLAUDE}"
     assert span.kind == SpanKind.CLIENT
     assert span.status.status_code == StatusCode.OK
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_PROVIDER_NAME] == "aws.bedrock"
     assert a[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == CLAUDE
@@ -640,7 +640,7 @@ def test_langchain_span_is_structure_over_the_bedrock_span(server, spans, monkey
         for s in finished
         if s.instrumentation_scope.name == "llmtrace"
         and s.attributes.get(semconv.GEN_AI_PROVIDER_NAME) == "aws.bedrock"
-        and s.attributes.get(semconv.STAGE) == "ttft"
+        and s.attributes.get(semconv.STAGE) == semconv.LLM_STAGE
     ]
     (framework,) = [
         s
@@ -650,7 +650,9 @@ def test_langchain_span_is_structure_over_the_bedrock_span(server, spans, monkey
     ]
     assert provider.parent.span_id == framework.context.span_id
     assert provider.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
-    assert [s for s in finished if s.attributes.get(semconv.STAGE) == "ttft"] == [provider]
+    assert [s for s in finished if s.attributes.get(semconv.STAGE) == semconv.LLM_STAGE] == [
+        provider
+    ]
 
 
 # --- replay of the recordings -----------------------------------------------------------------
