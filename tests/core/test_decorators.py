@@ -448,6 +448,11 @@ def test_llm_generator_records_ttft_at_first_non_empty_item(spans):
     assert span.status.status_code == StatusCode.OK
     assert attrs[semconv.STAGE] == semconv.LLM_STAGE
     assert attrs[semconv.GEN_AI_REQUEST_STREAM] is True
+    (event,) = span.events
+    assert event.name == semconv.FIRST_TOKEN_EVENT
+    assert (event.timestamp - span.start_time) / 1e9 == pytest.approx(
+        attrs[semconv.TIME_TO_FIRST_TOKEN], abs=0.003
+    )
 
 
 def test_llm_async_generator_with_usage_records_tokens_per_second(spans):
@@ -494,6 +499,7 @@ def test_mark_first_token_and_estimated_usage(spans):
     assert semconv.STREAM_END not in attrs  # not a stream
     # it consumed a stream itself (it marked its first token), unless it says otherwise
     assert attrs[semconv.GEN_AI_REQUEST_STREAM] is True
+    assert [event.name for event in span.events] == [semconv.FIRST_TOKEN_EVENT]
 
 
 def test_an_llm_function_that_marks_no_first_token_did_not_stream(spans):
