@@ -128,6 +128,8 @@ def _assert_model_span(trace: list[Any], model_server: Any = None) -> Any:
     assert attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim-model-1"
+    assert attributes[semconv.GEN_AI_REQUEST_STREAM] is True  # the chain streams its answer
+    assert [event.name for event in chat.events][-1] == semconv.FIRST_TOKEN_EVENT
     if model_server is not None:
         assert_ttft([chat], chat_requests(model_server), FIRST_TOKEN)
     assert attributes[semconv.GENERATION_TIME] > 0
