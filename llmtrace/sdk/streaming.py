@@ -479,14 +479,26 @@ def mark_instants(
     carry no attributes, so no content, whatever the capture settings."""
     if span.__class__ is CountedSpan or not span.is_recording():
         return
+    events: tuple[tuple[str, float], ...]
+    if time_to_headers is None:
+        if time_to_first_token is None:
+            return
+        events = ((semconv.FIRST_TOKEN_EVENT, time_to_first_token),)
+    elif time_to_first_token is None:
+        events = ((semconv.RESPONSE_HEADERS_EVENT, time_to_headers),)
+    else:
+        events = (
+            (semconv.RESPONSE_HEADERS_EVENT, time_to_headers),
+            (semconv.FIRST_TOKEN_EVENT, time_to_first_token),
+        )
+    if _compat.add_events(span, events):
+        return
     start = getattr(span, "start_time", None)
     if start is None:
         # not the SDK's span: its start, on the wall clock, as near as the call's start gives it
         start = time.time_ns() - int((now - started_at) * 1e9)
-    if time_to_headers is not None:
-        span.add_event(semconv.RESPONSE_HEADERS_EVENT, timestamp=start + int(time_to_headers * 1e9))
-    if time_to_first_token is not None:
-        span.add_event(semconv.FIRST_TOKEN_EVENT, timestamp=start + int(time_to_first_token * 1e9))
+    for name, seconds in events:
+        span.add_event(name, timestamp=start + int(seconds * 1e9))
 
 
 class _Chunks:
