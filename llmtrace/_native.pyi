@@ -6,6 +6,8 @@ from typing import Any, final
 
 ATTRIBUTES: list[str]
 STAGES: list[str]
+# the llmtrace.stage tags of a model call, split at its first token
+MODEL_CALL_STAGES: list[str]
 # the fields of each tuple in ``Columns.model_calls``, in order (those of evidence.ModelCall)
 MODEL_CALL_FIELDS: list[str]
 

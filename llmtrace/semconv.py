@@ -33,8 +33,19 @@ Stage = Literal[
     "other",
 ]
 STAGES: Final[tuple[str, ...]] = get_args(Stage)
-# A model-call span is recorded with this stage and split at its first token into ttft/generation.
-LLM_STAGE: Final = "ttft"
+# A model-call span's own tag: the call as a whole, which is ``ttft`` until its first-token event
+# (FIRST_TOKEN_EVENT, at ``llmtrace.time_to_first_token``) and ``generation`` after it. A span's
+# tag must read true where users read raw spans (Jaeger): the call is not all ``ttft``. The report
+# splits such a span at its first token, so no time is ever reported under this name: it is a
+# value of the tag, not a stage of the breakdown (``STAGES``).
+LLM_STAGE: Final = "model"
+# The tag earlier releases wrote on a model-call span. Both readers still split a span tagged
+# ``ttft`` at its first token, so files recorded before read as they always did (and a span an
+# application tags ``ttft`` itself reads the same way).
+EARLIER_LLM_STAGE: Final = "ttft"
+MODEL_CALL_STAGES: Final = frozenset({LLM_STAGE, EARLIER_LLM_STAGE})
+# Every value a span's ``llmtrace.stage`` may take: the stages, and the model call's own tag.
+SPAN_STAGES: Final[tuple[str, ...]] = (*STAGES, LLM_STAGE)
 
 # --- GenAI semantic conventions ---------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -103,6 +114,13 @@ DB_OPERATION_NAME: Final = "db.operation.name"
 DB_OPERATION_BATCH_SIZE: Final = "db.operation.batch.size"
 
 # --- llmtrace's own (no standard name exists) -------------------------------------------------
+# Span events on a model call at the instants they happened, so that a trace viewer draws them on
+# the span's bar (Jaeger lists them under the span's Logs): the first token (the moment the report
+# splits the call into ttft and generation: the first chunk with output content, else the first
+# chunk) and the response headers. The GenAI conventions name no such events. They carry no
+# attributes (the times are the span's attributes too) and so no content, whatever is captured.
+FIRST_TOKEN_EVENT: Final = "llmtrace.first_token"
+RESPONSE_HEADERS_EVENT: Final = "llmtrace.response_headers"
 TIME_TO_HEADERS: Final = "llmtrace.time_to_headers"
 TIME_TO_FIRST_TOKEN: Final = "llmtrace.time_to_first_token"
 GENERATION_TIME: Final = "llmtrace.generation_time"

@@ -58,7 +58,8 @@ _MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE
 _ROOT_STAGE = "other"
 _TRANSPORT_PHASES = (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT)
 _STAGE_KEY = sc.STAGE
-_LLM_STAGE = sc.LLM_STAGE
+# a model call's own tag, today's or an earlier release's: split at its first token
+_MODEL_CALL_STAGES = sc.MODEL_CALL_STAGES
 # What a server may report of its own timings on the client's span (read by server_timings).
 _SERVER_REPORTED = frozenset(
     {
@@ -134,11 +135,14 @@ def _seconds(value: Any) -> float | None:
 
 
 def declared_stage(span: Span) -> str | None:
-    """The span's own ``llmtrace.stage``; an unknown name counts as ``other``."""
+    """The span's own ``llmtrace.stage``; an unknown name counts as ``other``, a model call's tag
+    as ``ttft`` (the stage its own time starts with)."""
     stage = span.attributes.get(sc.STAGE)
     if stage is None:
         return None
-    return stage if stage in _STAGES else _ROOT_STAGE
+    if stage in _STAGES:
+        return str(stage)
+    return "ttft" if stage in _MODEL_CALL_STAGES else _ROOT_STAGE
 
 
 def first_token_time(span: Span) -> float | None:
@@ -151,11 +155,12 @@ def first_token_time(span: Span) -> float | None:
 
 
 def is_model_call(span: Span) -> bool:
-    """A span recorded with stage ``ttft``, or a chat/completion span with a first-token time."""
+    """A span tagged as a model call (``model``, or ``ttft`` as earlier releases wrote), or a
+    chat/completion span with a first-token time."""
     attributes = span.attributes
     stage = attributes.get(sc.STAGE)
     if stage is not None:
-        return bool(stage == sc.LLM_STAGE)
+        return stage in _MODEL_CALL_STAGES
     return _is_unstaged_model_call(attributes)
 
 
@@ -387,7 +392,9 @@ def claims_no_stage(span: Span) -> bool:
     declared = attributes.get(_STAGE_KEY)
     if declared is None:
         return not _is_unstaged_model_call(attributes)
-    return declared == _ROOT_STAGE or declared not in _STAGES
+    return declared == _ROOT_STAGE or (
+        declared not in _STAGES and declared not in _MODEL_CALL_STAGES
+    )
 
 
 def wrapped_by_sibling(
@@ -464,7 +471,7 @@ def _enter(
         if _is_unstaged_model_call(attributes):
             _emit_model_call(span, low, high, out, phases_seen, totals)
             return None
-    elif declared == _LLM_STAGE:
+    elif declared in _MODEL_CALL_STAGES:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
         _emit_model_call(span, low, high, out, phases_seen, totals)
@@ -553,7 +560,7 @@ def _walk_critical_path(
             cursor = child_start
             if leaf:
                 declared = child.attributes.get(_STAGE_KEY)
-                if declared is not None and declared != _LLM_STAGE:
+                if declared is not None and declared not in _MODEL_CALL_STAGES:
                     # a leaf with a stage of its own (most children): what _enter would emit
                     own = declared if declared in _STAGES else _ROOT_STAGE
                     if totals is None:

@@ -73,7 +73,11 @@ class Family:
     keys: tuple[str, ...] = ()
 
 
-MODEL_CALL = sc.LLM_STAGE  # a model call: split at its first token into ttft and generation
+# The stage the table gives a model call it infers: split at its first token into ttft and
+# generation, as any span tagged with one of ``sc.MODEL_CALL_STAGES``. The table's stages are
+# names of the vocabulary (the native reader keeps a rule's stage as its index there), so it is
+# the name earlier releases tagged model calls with; nothing is written with it.
+MODEL_CALL = sc.EARLIER_LLM_STAGE
 
 # Vector stores as db.system.name / db.system name them (OpenLIT, OpenLLMetry and the database
 # conventions), and the operations that read from them.

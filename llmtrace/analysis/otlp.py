@@ -104,6 +104,7 @@ HASHED_ATTRIBUTES: frozenset[str] = frozenset(
 TABLE_ATTRIBUTES: frozenset[str] = conventions.CONVENTION_KEYS - KEPT_ATTRIBUTES - HASHED_ATTRIBUTES
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
 _MODEL_CALL = conventions.MODEL_CALL
+_MODEL_CALL_STAGES = sc.MODEL_CALL_STAGES
 _CONVENTION_KEYS = conventions.CONVENTION_KEYS
 # a rule without conditions would give a stage to any span: then the table is always applied
 _CATCH_ALL = any(not rule.when for rule in conventions.STAGE_RULES)
@@ -427,7 +428,7 @@ def yield_to_wire(calls: Iterable[Span]) -> None:
             if id(span) in seen:
                 continue  # a cycle of parent ids in a hostile file
             seen.add(id(span))
-            if span.attributes.get(_STAGE) == _MODEL_CALL:
+            if span.attributes.get(_STAGE) in _MODEL_CALL_STAGES:
                 del call.attributes[_STAGE]
                 break
             stack.extend(span.children)

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from itertools import compress
 from typing import Any
 
-from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
 from llmtrace.analysis.breakdown import critical_path, declared_stage, is_model_call
 from llmtrace.analysis.collect import TraceColumns, check_root_key
@@ -171,7 +170,7 @@ def effective_stages(root: Span) -> dict[int, str]:
         span, inherited = stack.pop()
         stage = declared_stage(span) or inherited
         if is_model_call(span):
-            stage = sc.LLM_STAGE
+            stage = "ttft"
         result[id(span)] = stage
         stack.extend((child, stage) for child in span.children)
     return result

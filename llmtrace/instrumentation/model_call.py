@@ -63,7 +63,7 @@ from llmtrace.sdk.streaming import (
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
-    end_model_span,
+    end_model_call,
     set_span_attributes,
 )
 
@@ -398,7 +398,7 @@ def _end_with(call: ModelCall, plan: Plan, response: Any) -> None:
     except Exception:
         log_once(logger, "model response recording failed")
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)
 
 
 # Result class -> whether its instances are raw responses. A parsed response is a pydantic model,
@@ -517,7 +517,7 @@ class TracedRawResponse(wrapt.ObjectProxy):  # type: ignore[misc,type-arg,unused
         if self._self_take():
             span = self._self_call.span
             span.set_attribute(semconv.STREAM_END, "closed")
-            end_model_span(span, self._self_call.started_at)
+            end_model_call(self._self_call)
 
 
 def _end_once(span: Span, done: list[bool]) -> None:
@@ -632,7 +632,7 @@ def _finished(result: Any, call: ModelCall, finish: Finish, extra: tuple[Any, ..
             call.set_collected()
         finally:
             # with its metrics: the call happened, whatever went wrong in recording it
-            end_model_span(call.span, call.started_at)
+            end_model_call(call)
         return result
 
 
@@ -652,4 +652,4 @@ def fail_model_call(call: ModelCall, exc: BaseException) -> None:
     except Exception:
         log_once(logger, "model call error recording failed")
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)

@@ -77,6 +77,16 @@ FAST_PATHS: dict[str, FastPath] = {
             "Span.set_attributes and Span.set_status",
         ),
         FastPath(
+            "span-events",
+            "opentelemetry-sdk",
+            "1.30.0",
+            "1.45",
+            "Span._events (BoundedList), Span._lock, Span._end_time, Span._start_time, Event "
+            "with one shared empty immutable BoundedAttributes: a model call's first-token and "
+            "headers events appended at once, at the span's start plus their times",
+            "Span.add_event with the span's start_time",
+        ),
+        FastPath(
             "context-variable",
             "opentelemetry-api",
             "1.30.0",
@@ -209,6 +219,8 @@ def prepare() -> None:
         enabled(name)
     if _direct_store is None:
         _probe_direct_store()
+    if _event_store is None:
+        _probe_event_store()
 
 
 _decided: dict[str, bool] = {}
@@ -458,6 +470,89 @@ def _probe_direct_store() -> tuple[type, type] | bool:
     except Exception:
         logger.debug("llmtrace: attributes go through set_attributes", exc_info=True)
     _direct_store = kinds
+    return kinds
+
+
+# --- span-events ------------------------------------------------------------------------------
+
+# The span class whose events this SDK keeps where add_events puts them, the SDK's event class and
+# the shared empty attributes its events carry; None until the first call decides, False when it
+# does not.
+_event_store: tuple[type, type, Any] | bool | None = None
+
+
+def add_events(span: Any, events: tuple[tuple[str, float], ...]) -> bool:
+    """``span-events``: each (name, seconds after the span's start) of ``events`` appended to the
+    SDK span's events, stamped at its start plus those seconds, as ``span.add_event`` would (an
+    event without attributes); False (nothing done) when this SDK or span is not the one checked,
+    and the caller uses ``add_event``.
+
+    ``add_event`` makes an attribute store of its own for each event (with a lock of its own),
+    checks the span's end through a wrapper and reads the limits, several times the cost of the
+    event itself; events without attributes can share one immutable empty store."""
+    kinds = _event_store if _event_store is not None else _probe_event_store()
+    if not kinds or span.__class__ is not kinds[0]:  # type: ignore[index]
+        return False
+    event = kinds[1]  # type: ignore[index]
+    empty = kinds[2]  # type: ignore[index]
+    sdk_span: Any = span
+    start = sdk_span._start_time
+    lock = sdk_span._lock
+    lock.acquire()
+    try:
+        if sdk_span._end_time is not None or start is None:
+            return False
+        # (One extend: the list takes its own lock once, not once per event.)
+        sdk_span._events.extend(
+            [event(name, empty, start + int(seconds * 1e9)) for name, seconds in events]
+        )
+        return True
+    finally:
+        lock.release()
+
+
+def _probe_event_store() -> tuple[type, type, Any] | bool:
+    """Whether events appended as :func:`add_events` does read back through ``span.events`` as
+    ``add_event``'s do: checked once on spans of a private provider (when the path is on)."""
+    global _event_store
+    kinds: tuple[type, type, Any] | bool = False
+    try:
+        if enabled("span-events"):
+            from opentelemetry.attributes import BoundedAttributes
+            from opentelemetry.sdk.trace import Event
+
+            tracer = _probe_provider().get_tracer("llmtrace.probe")
+            public: Any = tracer.start_span("public")
+            public.add_event("probe", timestamp=public.start_time + 5)
+            public.end()
+            fast: Any = tracer.start_span("fast")
+            empty = BoundedAttributes(immutable=True)
+            lock = getattr(fast, "_lock", None)
+            if (
+                isinstance(getattr(fast, "_start_time", None), int)
+                and getattr(fast, "_end_time", False) is None
+                and hasattr(getattr(fast, "_events", None), "extend")
+                and hasattr(lock, "acquire")
+            ):
+                fast._events.extend([Event("probe", empty, fast._start_time + 5)])
+                fast.end()
+
+                def seen(span: Any) -> list[tuple[Any, ...]]:
+                    return [
+                        (
+                            e.name,
+                            e.timestamp - span.start_time,
+                            dict(e.attributes or {}),
+                            e.dropped_attributes,
+                        )
+                        for e in span.events
+                    ]
+
+                if seen(fast) == seen(public) == [("probe", 5, {}, 0)]:
+                    kinds = (fast.__class__, Event, empty)
+    except Exception:
+        logger.debug("llmtrace: span events go through add_event", exc_info=True)
+    _event_store = kinds
     return kinds
 
 

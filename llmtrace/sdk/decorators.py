@@ -57,14 +57,25 @@ class _LLMCall(NullParser):
     """Timing of one ``@llm`` call: a stream recorder whose output-token count comes from
     ``record_usage()`` (a decorated function knows its usage; the recorder does not)."""
 
-    __slots__ = ("recorder", "tokens_out")
+    __slots__ = ("recorder", "stream_given", "tokens_out")
 
-    def __init__(self, span: Span, started_at: float, streaming: bool) -> None:
+    def __init__(self, span: Span, started_at: float, streaming: bool, stream_given: bool) -> None:
         self.tokens_out: int | None = None
         self.recorder = StreamRecorder(span, started_at, self, streaming=streaming)
+        # Whether the application said itself if the call streamed (gen_ai.request.stream).
+        self.stream_given = stream_given
 
     def output_tokens(self) -> int | None:
         return self.tokens_out
+
+    def finish_into(self, plain: dict[str, Any], attributes: dict[str, Any]) -> None:
+        """``gen_ai.request.stream``, unless the application set it: a generator streams, and so
+        does a function that marked its first token (it consumed a stream itself)."""
+        if not self.stream_given:
+            recorder = self.recorder
+            plain[semconv.GEN_AI_REQUEST_STREAM] = (
+                recorder.streaming or recorder.first_token_at is not None
+            )
 
 
 class _SpanSpec:
@@ -122,7 +133,9 @@ def _begin(
     span = _start(spec, name)
     call = None
     if spec.is_llm and span.is_recording():
-        call = _LLMCall(span, started_at, streaming)
+        call = _LLMCall(
+            span, started_at, streaming, semconv.GEN_AI_REQUEST_STREAM in spec.attributes
+        )
         _llm_calls[span.get_span_context().span_id] = call
     return span, call
 
@@ -410,11 +423,32 @@ class SpanDecorator(AsyncWithToo[Span]):
 
 
 def _check_stage(stage: str) -> str:
-    if stage not in semconv.STAGES:
+    if stage not in semconv.SPAN_STAGES:
         raise ConfigError(
-            f"stage {stage!r} is not in the vocabulary; accepted: {', '.join(semconv.STAGES)}"
+            f"stage {stage!r} is not in the vocabulary; accepted: {', '.join(semconv.SPAN_STAGES)}"
         )
     return stage
+
+
+# The GenAI operation a span of these stages is, unless its attributes name one: what trace
+# backends key GenAI spans on. (A model call's operation may be another: chat is the default of
+# ``@llm`` too.)
+_STAGE_OPERATIONS: Mapping[str, str] = {
+    semconv.LLM_STAGE: semconv.OP_CHAT,
+    semconv.EARLIER_LLM_STAGE: semconv.OP_CHAT,
+    "embedding": semconv.OP_EMBEDDINGS,
+    "retrieval": semconv.OP_RETRIEVAL,
+    "tool": semconv.OP_EXECUTE_TOOL,
+}
+
+
+def _stage_attributes(stage: str | None, attributes: dict[str, Any]) -> dict[str, Any]:
+    """A span's start attributes: its stage, its GenAI operation (see ``_STAGE_OPERATIONS``),
+    then those given."""
+    operation = _STAGE_OPERATIONS.get(stage) if stage is not None else None
+    if operation is None:
+        return {semconv.STAGE: stage, **attributes}
+    return {semconv.STAGE: stage, semconv.GEN_AI_OPERATION_NAME: operation, **attributes}
 
 
 @dataclass(frozen=True)
@@ -607,7 +641,12 @@ def stage(stage_name: str, *, name: str | None = None, **attributes: Any) -> Spa
     """Any stage of the vocabulary, as a decorator or as a (async) context manager."""
     _check_stage(stage_name)
     return SpanDecorator(
-        _SpanSpec(name, {semconv.STAGE: stage_name, **attributes}), default_name=stage_name
+        _SpanSpec(
+            name,
+            _stage_attributes(stage_name, attributes),
+            is_llm=stage_name in semconv.MODEL_CALL_STAGES,
+        ),
+        default_name=stage_name,
     )
 
 
@@ -620,9 +659,9 @@ def span(
     """
     if stage is not None:
         _check_stage(stage)
-    is_llm = stage == semconv.LLM_STAGE
+    is_llm = stage in semconv.MODEL_CALL_STAGES
     return SpanDecorator(
-        _SpanSpec(name, {semconv.STAGE: stage, **attributes}, kind=kind, is_llm=is_llm)
+        _SpanSpec(name, _stage_attributes(stage, attributes), kind=kind, is_llm=is_llm)
     )
 
 

@@ -133,6 +133,8 @@ TOKEN_BUCKETS = (
 
 _STAGE = sc.STAGE
 _MODEL_CALL = conventions.MODEL_CALL
+# a model call's own tag (llmtrace's spans), today's or an earlier release's
+_MODEL_CALL_STAGES = sc.MODEL_CALL_STAGES
 _FIRST_TOKEN_EVENTS = frozenset(conventions.FIRST_TOKEN_EVENTS)
 _NUMBERS = (int, float)
 
@@ -299,7 +301,7 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
         if not (own and KEPT_ATTRIBUTES.issuperset(source)):
             source = {key: value for key, value in source.items() if key in KEPT_ATTRIBUTES}
         model = Span("", None, name, kind._value_ + 1, start or 0, end or 0, source)
-        if stage == _MODEL_CALL:
+        if stage in _MODEL_CALL_STAGES:
             declared.append(model)
         # a SpanContext: [1] is its span id
         return span_id, parent[1] if parent is not None else 0, model
@@ -314,7 +316,7 @@ def hold(span: ReadableSpan, span_id: int, inferred: list[Span], declared: list[
         elif key in TABLE_ATTRIBUTES:
             foreign[key] = _plain(value)
     if _STAGE in attributes:
-        if attributes[_STAGE] == _MODEL_CALL:
+        if attributes[_STAGE] in _MODEL_CALL_STAGES:
             declared.append(model)
         return span_id, parent_id, model
     first_token_at = None
@@ -379,7 +381,7 @@ def _model_calls(trace: Trace, calls: list[Span], whole: bool) -> list[Span]:
     order several calls, or to leave out those of spans not under the root."""
     if whole and len(calls) <= 1:
         return calls
-    return [span for span in trace.spans() if span.attributes.get(_STAGE) == _MODEL_CALL]
+    return [span for span in trace.spans() if span.attributes.get(_STAGE) in _MODEL_CALL_STAGES]
 
 
 def _number(value: Any) -> float | None:

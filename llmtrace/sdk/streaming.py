@@ -51,7 +51,8 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace.sdk import _compat, content
 from llmtrace.sdk._safety import log_once
-from llmtrace.sdk.gate import capture_settings
+from llmtrace.sdk.counted_span import CountedSpan
+from llmtrace.sdk.gate import ModelCall, capture_settings
 from llmtrace.sdk.metrics import meter_provider_set, record_model_call
 from llmtrace.sdk.span_errors import record_error
 
@@ -267,6 +268,14 @@ class StreamRecorder:
         self.ended = True
         span = self.span
         ended_at = time.monotonic() if at is None else at
+        # The instants the span's events mark: where the report splits the call (the first token,
+        # else the first chunk) and, when the call gathered it, the headers' arrival.
+        first = self.first_token_at
+        if first is None:
+            first = self.first_chunk_at
+        time_to_first_token = None if first is None else first - self.started_at
+        collected = self.collected
+        time_to_headers = collected.get(semconv.TIME_TO_HEADERS) if collected else None
         try:
             # What was gathered during the call (a model call's start attributes, HTTP phases
             # and time to headers) is set with the stream's own measures and what the parser
@@ -274,7 +283,6 @@ class StreamRecorder:
             # plain ones too, so that only values nobody made plain are looked at one by one.
             # (Nothing reads the call's gathered attributes after the stream's end: they are
             # added to here.)
-            collected = self.collected
             if not collected:
                 plain: dict[str, Any] = {}
                 attributes: dict[str, Any] = {}
@@ -325,7 +333,14 @@ class StreamRecorder:
             chunks_after_first_token = (
                 self.chunk_count - self.first_token_chunk if self.first_token_at is not None else 0
             )
-            end_model_span(span, self.started_at, chunks_after_first_token, ended_at)
+            end_model_span(
+                span,
+                self.started_at,
+                chunks_after_first_token,
+                ended_at,
+                time_to_headers,
+                time_to_first_token,
+            )
 
     def end_from_exception(self, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
@@ -400,16 +415,28 @@ class GatheredAttributes:
 
 
 def end_model_span(
-    span: Span, started_at: float, output_chunks: int = 0, ended_at: float | None = None
+    span: Span,
+    started_at: float,
+    output_chunks: int = 0,
+    ended_at: float | None = None,
+    time_to_headers: float | None = None,
+    time_to_first_token: float | None = None,
 ) -> None:
     """End a model-call span, recording the GenAI client metrics from its attributes first.
 
     ``output_chunks``: for a stream, the chunks that arrived after the one with the first token.
     ``ended_at``: the moment (monotonic clock) the call ended, when that was before now.
+    ``time_to_headers``, ``time_to_first_token``: seconds from ``started_at``, when known: they
+    become the span's events (see :func:`mark_instants`).
     """
     now = time.monotonic()
     if ended_at is None or ended_at > now:
         ended_at = now
+    try:
+        if time_to_headers is not None or time_to_first_token is not None:
+            mark_instants(span, started_at, now, time_to_headers, time_to_first_token)
+    except Exception:
+        log_once(logger, "model call events failed")
     try:
         if meter_provider_set() and span.is_recording():
             attributes = getattr(span, "attributes", None)
@@ -424,6 +451,54 @@ def end_model_span(
                 span.end(end_time=time.time_ns() - int((now - ended_at) * 1e9))
         except Exception:
             log_once(logger, "span end failed")
+
+
+def end_model_call(call: ModelCall) -> None:
+    """End the span of a model call that did not end as a stream (a whole response, a failure),
+    its headers' arrival an event when it was known (see :func:`end_model_span`)."""
+    headers_at = call.headers_at
+    end_model_span(
+        call.span,
+        call.started_at,
+        time_to_headers=None if headers_at is None else headers_at - call.started_at,
+    )
+
+
+def mark_instants(
+    span: Span,
+    started_at: float,
+    now: float,
+    time_to_headers: float | None,
+    time_to_first_token: float | None,
+) -> None:
+    """The response headers' arrival and the first token as span events at the instants they
+    happened (``semconv.RESPONSE_HEADERS_EVENT``, ``semconv.FIRST_TOKEN_EVENT``), so that a trace
+    viewer draws them on the span's bar: the span's start plus each time (seconds after
+    ``started_at``, the monotonic moment the call began; ``now``: a monotonic time read just
+    before). Added at the call's end, one event each, only to a span recorded for a trace; they
+    carry no attributes, so no content, whatever the capture settings."""
+    if span.__class__ is CountedSpan or not span.is_recording():
+        return
+    events: tuple[tuple[str, float], ...]
+    if time_to_headers is None:
+        if time_to_first_token is None:
+            return
+        events = ((semconv.FIRST_TOKEN_EVENT, time_to_first_token),)
+    elif time_to_first_token is None:
+        events = ((semconv.RESPONSE_HEADERS_EVENT, time_to_headers),)
+    else:
+        events = (
+            (semconv.RESPONSE_HEADERS_EVENT, time_to_headers),
+            (semconv.FIRST_TOKEN_EVENT, time_to_first_token),
+        )
+    if _compat.add_events(span, events):
+        return
+    start = getattr(span, "start_time", None)
+    if start is None:
+        # not the SDK's span: its start, on the wall clock, as near as the call's start gives it
+        start = time.time_ns() - int((now - started_at) * 1e9)
+    for name, seconds in events:
+        span.add_event(name, timestamp=start + int(seconds * 1e9))
 
 
 class _Chunks:

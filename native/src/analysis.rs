@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, LOAD, NANOS, NETWORK, OTHER,
-    QUEUE, RETRY, TTFT,
+    is_model_call_stage, key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, LOAD,
+    NANOS, NETWORK, OTHER, QUEUE, RETRY, TTFT,
 };
 use crate::store::Group;
 
@@ -94,7 +94,7 @@ impl Group {
     fn declared(&self, i: u32) -> Declared {
         match self.span(i).get(key::STAGE) {
             None => Declared::Unset,
-            Some(Value::Str(stage)) if &**stage == "ttft" => Declared::Model,
+            Some(Value::Str(stage)) if is_model_call_stage(stage) => Declared::Model,
             Some(Value::Str(stage)) => Declared::Stage(stage_index(stage).unwrap_or(OTHER)),
             Some(_) => Declared::Stage(OTHER),
         }
@@ -145,7 +145,7 @@ impl Group {
 
     pub fn is_model_call(&self, i: u32) -> bool {
         match self.span(i).get(key::STAGE) {
-            Some(stage) => stage.as_str() == Some("ttft"),
+            Some(stage) => stage.as_str().is_some_and(is_model_call_stage),
             None => self.is_unstaged_model_call(i),
         }
     }

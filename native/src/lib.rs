@@ -402,5 +402,6 @@ fn llmtrace_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MODEL_CALL_FIELDS", MODEL_CALL_FIELDS.to_vec())?;
     m.add("ATTRIBUTES", model::KEYS.to_vec())?;
     m.add("STAGES", STAGES.to_vec())?;
+    m.add("MODEL_CALL_STAGES", model::MODEL_CALL_STAGES.to_vec())?;
     Ok(())
 }

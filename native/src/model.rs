@@ -195,6 +195,15 @@ pub const GENERATION: u8 = 9;
 pub const NETWORK: u8 = 11;
 pub const OTHER: u8 = 13;
 
+/// A model call's own `llmtrace.stage` tags (`llmtrace.semconv.MODEL_CALL_STAGES`): `model`, and
+/// `ttft` as earlier releases wrote it. Either is split at the call's first token; a test
+/// compares the two.
+pub const MODEL_CALL_STAGES: [&str; 2] = ["model", "ttft"];
+
+pub fn is_model_call_stage(name: &str) -> bool {
+    MODEL_CALL_STAGES.contains(&name)
+}
+
 pub fn stage_index(name: &str) -> Option<u8> {
     STAGES.iter().position(|s| *s == name).map(|i| i as u8)
 }

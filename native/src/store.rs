@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::conventions::{self, Conventions, NO_FAMILY};
-use crate::model::{key, FastMap, Id, SpanRec, STAGES, TTFT};
+use crate::model::{is_model_call_stage, key, FastMap, Id, SpanRec};
 use crate::parse::{parse_document, parse_stream, LineError, Parsed};
 
 /// Bytes read at a time; lines of a block are parsed on every core.
@@ -124,7 +124,7 @@ impl Group {
                     continue;
                 }
                 seen[i as usize] = call;
-                if self.span(i).text(key::STAGE) == Some(STAGES[TTFT as usize]) {
+                if self.span(i).text(key::STAGE).is_some_and(is_model_call_stage) {
                     below = true;
                     break;
                 }

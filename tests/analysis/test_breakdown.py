@@ -396,3 +396,23 @@ def test_stage_totals_equal_the_segments_summed_whatever_the_tree() -> None:
         assert totals == summed
         assert all(nanos > 0 for nanos in totals.values())
         assert sum(totals.values()) == trace.root.end - trace.root.start
+
+
+@pytest.mark.parametrize("tag", [sc.LLM_STAGE, sc.EARLIER_LLM_STAGE])
+def test_a_model_call_tagged_model_or_ttft_splits_at_its_first_token(tag: str) -> None:
+    # ``model`` is today's tag, ``ttft`` what earlier releases wrote: both split the same way,
+    # and a leaf beside the call that wraps it (no stage of its own) is passed over for it.
+    tree = Tree()
+    root = tree.add("answer", 0, 500, stage="other")
+    tree.add("retrieve", 0, 100, parent=root, stage="retrieval")
+    tree.add("call_model", 100, 495, parent=root)
+    tree.add(
+        "chat m",
+        100,
+        490,
+        parent=root,
+        stage=tag,
+        kind=KIND_CLIENT,
+        **{sc.TIME_TO_FIRST_TOKEN: 0.15},
+    )
+    assert stages_ms(tree) == {"retrieval": 100, "ttft": 150, "generation": 240, "other": 10}

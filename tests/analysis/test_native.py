@@ -31,8 +31,10 @@ class TraceWriter:
     clock, reported server timings, bench runs and warm-up, orphans, open spans, stage-less
     wrappers recorded beside the work they started."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, model_stage: str = sc.LLM_STAGE) -> None:
         self.rng = random.Random(seed)
+        # the tag of a model call's span: today's, or ``ttft`` as earlier releases wrote it
+        self.model_stage = model_stage
         self.spans: list[dict[str, Any]] = []
         self.next_id = 1
 
@@ -56,7 +58,7 @@ class TraceWriter:
             "gen_ai__request__model": rng.choice(["m-small", "m-large", ""]),
         }
         if rng.random() < 0.8:
-            attrs["llmtrace__stage"] = "ttft"
+            attrs["llmtrace__stage"] = self.model_stage
         first = rng.uniform(0, duration * 1.2)
         if rng.random() < 0.6:
             attrs["llmtrace__time_to_first_token"] = first
@@ -201,9 +203,11 @@ class TraceWriter:
         self.subtree(trace, root, start, end, 0)
 
     @classmethod
-    def lines_of(cls, seed: int, traces: int, per_line: int = 37) -> list[str]:
+    def lines_of(
+        cls, seed: int, traces: int, per_line: int = 37, model_stage: str = sc.LLM_STAGE
+    ) -> list[str]:
         """``traces`` random traces as OTLP JSON lines of ``per_line`` spans."""
-        writer = cls(seed)
+        writer = cls(seed, model_stage)
         for index in range(traces):
             writer.trace(index)
         return writer.lines(per_line)
@@ -267,6 +271,7 @@ def test_the_native_reader_knows_the_stage_vocabulary_and_the_attributes_read() 
     from llmtrace import _native
 
     assert tuple(_native.STAGES) == sc.STAGES
+    assert set(_native.MODEL_CALL_STAGES) == sc.MODEL_CALL_STAGES
     assert set(_native.ATTRIBUTES) == KEPT_ATTRIBUTES | HASHED_ATTRIBUTES
 
 
@@ -288,6 +293,26 @@ def test_the_same_report_from_random_traces(
     assert python_report["traces"] > 50 and python_report["models"]
     assert python_report["user_ttft"]["requests"] > 0
     _assert_same(_report(path, "native", monkeypatch), python_report)
+
+
+def test_files_with_the_earlier_model_call_tag_read_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Releases before the ``model`` tag wrote ``ttft`` on a model call's span: the same traces
+    # with either tag give the same report, from either reader, split into ttft and generation.
+    today = tmp_path / "today.jsonl"
+    today.write_text("\n".join(TraceWriter.lines_of(11, 120)) + "\n")
+    earlier = tmp_path / "earlier.jsonl"
+    earlier.write_text("\n".join(TraceWriter.lines_of(11, 120, model_stage="ttft")) + "\n")
+    assert '"stringValue":"model"' in today.read_text().replace(" ", "")
+    assert '"stringValue":"model"' not in earlier.read_text().replace(" ", "")
+    for reader in ("python", "native"):
+        before = _report(earlier, reader, monkeypatch)
+        now = _report(today, reader, monkeypatch)
+        assert before["stages"]["ttft"]["mean"] > 0 and before["stages"]["generation"]["mean"] > 0
+        assert "model" not in now["stages"]
+        assert (before.pop("source"), now.pop("source")) == (str(earlier), str(today))
+        assert now == before, reader
 
 
 @pytest.mark.parametrize(

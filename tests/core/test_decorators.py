@@ -27,7 +27,7 @@ DECORATORS: dict[str, tuple[Callable[..., Any], str, dict[str, Any]]] = {
     "workflow": (llmtrace.workflow(name="answer"), "other", {}),
     "llm": (
         llmtrace.llm(model="smollm2", provider="llama.cpp"),
-        "ttft",
+        semconv.LLM_STAGE,
         {
             semconv.GEN_AI_OPERATION_NAME: "chat",
             semconv.GEN_AI_REQUEST_MODEL: "smollm2",
@@ -446,6 +446,13 @@ def test_llm_generator_records_ttft_at_first_non_empty_item(spans):
     assert attrs[semconv.CHUNK_COUNT] == 3
     assert attrs[semconv.STREAM_END] == "completed"
     assert span.status.status_code == StatusCode.OK
+    assert attrs[semconv.STAGE] == semconv.LLM_STAGE
+    assert attrs[semconv.GEN_AI_REQUEST_STREAM] is True
+    (event,) = span.events
+    assert event.name == semconv.FIRST_TOKEN_EVENT
+    assert (event.timestamp - span.start_time) / 1e9 == pytest.approx(
+        attrs[semconv.TIME_TO_FIRST_TOKEN], abs=0.003
+    )
 
 
 def test_llm_async_generator_with_usage_records_tokens_per_second(spans):
@@ -490,6 +497,46 @@ def test_mark_first_token_and_estimated_usage(spans):
     assert attrs[semconv.USAGE_OUTPUT_TOKENS_ESTIMATED] == 5
     assert attrs["custom.key"] == "v" and attrs["other"] == 1 and "skipped" not in attrs
     assert semconv.STREAM_END not in attrs  # not a stream
+    # it consumed a stream itself (it marked its first token), unless it says otherwise
+    assert attrs[semconv.GEN_AI_REQUEST_STREAM] is True
+    assert [event.name for event in span.events] == [semconv.FIRST_TOKEN_EVENT]
+
+
+def test_an_llm_function_that_marks_no_first_token_did_not_stream(spans):
+    @llmtrace.llm(model="m", provider="openai")
+    def call() -> str:
+        return "done"
+
+    @llmtrace.llm(model="m", **{semconv.GEN_AI_REQUEST_STREAM: True})
+    def said() -> str:
+        return "done"
+
+    call(), said()
+    first, second = spans.get_finished_spans()
+    assert first.attributes[semconv.GEN_AI_REQUEST_STREAM] is False
+    assert second.attributes[semconv.GEN_AI_REQUEST_STREAM] is True
+    assert not first.events and not second.events
+
+
+@pytest.mark.parametrize(
+    ("stage", "operation"),
+    [
+        ("model", "chat"),
+        ("ttft", "chat"),
+        ("embedding", "embeddings"),
+        ("retrieval", "retrieval"),
+        ("tool", "execute_tool"),
+        ("rerank", None),
+    ],
+)
+def test_stage_spans_name_their_genai_operation(spans, stage, operation):
+    with llmtrace.stage(stage):
+        pass
+    with llmtrace.span("block", stage=stage, **{semconv.GEN_AI_OPERATION_NAME: "mine"}):
+        pass
+    first, second = spans.get_finished_spans()
+    assert first.attributes.get(semconv.GEN_AI_OPERATION_NAME) == operation
+    assert second.attributes[semconv.GEN_AI_OPERATION_NAME] == "mine"  # the application's wins
 
 
 def test_span_blocks_leave_nothing_behind_in_a_long_lived_context(spans):

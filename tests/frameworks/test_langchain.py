@@ -125,9 +125,11 @@ def _assert_model_span(trace: list[Any], model_server: Any = None) -> Any:
     """The trace's model span; its TTFT checked against the server's last request if given."""
     (chat,) = [span for span in trace if span.name == "chat sim-model-1"]
     attributes = chat.attributes
-    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim-model-1"
+    assert attributes[semconv.GEN_AI_REQUEST_STREAM] is True  # the chain streams its answer
+    assert [event.name for event in chat.events][-1] == semconv.FIRST_TOKEN_EVENT
     if model_server is not None:
         assert_ttft([chat], chat_requests(model_server), FIRST_TOKEN)
     assert attributes[semconv.GENERATION_TIME] > 0
@@ -366,7 +368,9 @@ def test_with_openai_instrumented_too_the_model_call_counts_once(
         registry.uninstrument(["openai"])
     (trace,) = by_trace(spans).values()
     assert_tree(trace)
-    model_calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+    model_calls = [
+        span for span in trace if span.attributes.get(semconv.STAGE) == semconv.LLM_STAGE
+    ]
     (provider,) = model_calls
     (langchain,) = [span for span in trace if span.name == "chat sim-model-1" and span != provider]
     assert provider.parent.span_id == langchain.context.span_id
@@ -526,7 +530,11 @@ def test_recorded_langchain_exchange(name, index, model_server, spans, traced):
         list(model.stream(prompt))
     else:
         model.invoke(prompt)
-    (span,) = [s for s in spans.get_finished_spans() if s.attributes.get(semconv.STAGE) == "ttft"]
+    (span,) = [
+        s
+        for s in spans.get_finished_spans()
+        if s.attributes.get(semconv.STAGE) == semconv.LLM_STAGE
+    ]
     expected = _recorded_expectations(raw)
     attributes = span.attributes
     assert span.name == f"{operation} {body['model']}"
@@ -644,7 +652,11 @@ def _replay_other(name: str, model_server: Any, spans: Any, monkeypatch: Any) ->
         list(model.stream(question))
     else:
         model.invoke(question)
-    owners = [s for s in spans.get_finished_spans() if s.attributes.get(semconv.STAGE) == "ttft"]
+    owners = [
+        s
+        for s in spans.get_finished_spans()
+        if s.attributes.get(semconv.STAGE) == semconv.LLM_STAGE
+    ]
     (span,) = owners
     return span, _recorded_other(provider, request, raw)
 

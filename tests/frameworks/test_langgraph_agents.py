@@ -144,7 +144,7 @@ def test_prebuilt_agent_nests_each_model_call_under_its_node(
     for trace in traces.values():
         root = assert_tree(trace)
         assert root.name == "LangGraph"
-        calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+        calls = [span for span in trace if span.attributes.get(semconv.STAGE) == semconv.LLM_STAGE]
         assert len(calls) == MODEL_CALLS
         for provider in calls:
             assert _path_up(provider, trace)[1:] == MODEL_PATHS[builder]
@@ -200,7 +200,7 @@ def test_traces_written_with_the_node_beside_the_model_still_give_its_time(
     assert _run(agent, model, "invoke", spans) == ["Hello, world!"] * INVOCATIONS
     every_call = []
     for trace in by_trace(spans).values():
-        calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+        calls = [span for span in trace if span.attributes.get(semconv.STAGE) == semconv.LLM_STAGE]
         for provider in calls:
             # the old shape: the model's chain beside call_model, not under it
             assert _path_up(provider, trace)[1:] == [

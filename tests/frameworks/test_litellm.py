@@ -92,7 +92,7 @@ def test_completion_is_one_model_span_with_usage_and_no_http_span(model_server, 
     assert span.name == "chat sim"
     assert span.kind == trace.SpanKind.CLIENT
     assert span.status.status_code == StatusCode.OK
-    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "sim"
     assert attributes[semconv.GEN_AI_REQUEST_TEMPERATURE] == 0.5

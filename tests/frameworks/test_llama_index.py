@@ -202,7 +202,7 @@ def _assert_query_trace(trace: list[Any], streamed: bool, model_server: Any) -> 
     model = one(trace, MODEL)
     attributes = model.attributes
     assert model.kind == otel_trace.SpanKind.CLIENT
-    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "openai/sim-model-1"
     # named as the LiteLLM instrumentation names the call LiteLLM makes
@@ -344,7 +344,9 @@ def test_with_provider_instrumentations_the_model_call_counts_once(
     (trace,) = by_trace(spans).values()
     assert_tree(trace)
     framework = one(trace, MODEL)
-    model_calls = [span for span in trace if span.attributes.get(semconv.STAGE) == "ttft"]
+    model_calls = [
+        span for span in trace if span.attributes.get(semconv.STAGE) == semconv.LLM_STAGE
+    ]
     (provider,) = model_calls
     assert provider is not framework
     _child_of(provider, framework)
@@ -547,7 +549,7 @@ def test_react_agent_calling_a_tool_is_one_trace(model_server, spans, traced, tm
     models = sorted((s for s in trace if s.name == MODEL), key=lambda s: s.start_time)
     assert len(models) == 2
     for model in models:
-        assert model.attributes[semconv.STAGE] == "ttft"
+        assert model.attributes[semconv.STAGE] == semconv.LLM_STAGE
         assert model.parent is not None
     assert_ttft(models, chat_requests(model_server, 2), FIRST_TOKEN)
     for step_name in ("run_agent_step", "parse_agent_output", "call_tool"):
@@ -691,7 +693,7 @@ def test_opentelemetry_instrument_traces_an_unmodified_llama_index_app(tmp_path,
     assert trace.root.name == MODEL
     assert trace.root.attributes[semconv.STAGE] == "other"
     (provider,) = trace.root.children
-    assert provider.attributes[semconv.STAGE] == "ttft"
+    assert provider.attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert provider.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 4
 
 
@@ -848,7 +850,7 @@ def test_recorded_llamaindex_exchange(name, index, model_server, spans, traced):
     _replay_chat(request, model_server)
     (span,) = spans.get_finished_spans()
     attributes = span.attributes
-    assert attributes[semconv.STAGE] == "ttft"
+    assert attributes[semconv.STAGE] == semconv.LLM_STAGE
     assert span.status.status_code == StatusCode.OK
     anthropic = request["uri"].endswith("/v1/messages")
     assert attributes[semconv.GEN_AI_PROVIDER_NAME] == ("anthropic" if anthropic else "openai")

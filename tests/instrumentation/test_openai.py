@@ -37,7 +37,7 @@ def test_chat_completion_records_request_response_and_usage(model_server, spans)
     (span,) = model_spans(spans)
     a = span.attributes
     assert span.name == "chat gpt-test"
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == "gpt-test"
     assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 20
@@ -291,3 +291,88 @@ def test_api_key_is_never_recorded(model_server, spans, monkeypatch):
     _client(model_server).chat.completions.create(model="m", messages=MESSAGES)
     for span in spans.get_finished_spans():
         assert "sk-test-secret" not in repr(dict(span.attributes))
+
+
+def _offsets_ms(span) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Each event of ``span``, by name: milliseconds after the span's start."""
+    return {event.name: (event.timestamp - span.start_time) / 1e6 for event in span.events}
+
+
+def test_streamed_call_shows_its_headers_and_first_token_as_events_at_those_instants(
+    model_server, spans
+):
+    """Tagged ``model`` (not ``ttft``: most of this call is generation), with the headers' arrival
+    and the first token as events where they happened on the span's bar."""
+    model_server.configure(
+        headers_delay=0.04, first_token_delay=0.12, token_delay=0.03, tokens=["a"] * 6
+    )
+    for _ in _client(model_server).chat.completions.create(
+        model="gpt-test", messages=MESSAGES, stream=True
+    ):
+        pass
+    (span,) = model_spans(spans)
+    a = span.attributes
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
+    assert a[semconv.GEN_AI_OPERATION_NAME] == semconv.OP_CHAT
+    assert a[semconv.GEN_AI_REQUEST_STREAM] is True
+    assert a[semconv.GENERATION_TIME] > 0.1  # five gaps of 30 ms after the first token
+    assert [event.name for event in span.events] == [
+        semconv.RESPONSE_HEADERS_EVENT,
+        semconv.FIRST_TOKEN_EVENT,
+    ]
+    offsets = _offsets_ms(span)
+    # The span starts a moment after the call's clock does: within a few ms of the attributes.
+    assert offsets[semconv.FIRST_TOKEN_EVENT] == pytest.approx(
+        a[semconv.TIME_TO_FIRST_TOKEN] * 1000, abs=3
+    )
+    assert offsets[semconv.RESPONSE_HEADERS_EVENT] == pytest.approx(
+        a[semconv.TIME_TO_HEADERS] * 1000, abs=3
+    )
+    assert 40 <= offsets[semconv.RESPONSE_HEADERS_EVENT] < offsets[semconv.FIRST_TOKEN_EVENT]
+    assert offsets[semconv.FIRST_TOKEN_EVENT] >= 120
+    assert span.end_time - span.start_time > offsets[semconv.FIRST_TOKEN_EVENT] * 1e6 + 100e6
+    assert all(not event.attributes for event in span.events)
+
+
+def test_streamed_call_with_only_a_role_chunk_marks_its_first_chunk(model_server, spans):
+    # No chunk carried content: the report splits the call at its first chunk, and so does the
+    # event.
+    model_server.configure(headers_delay=0.02, first_token_delay=0.05, tokens=[])
+    list(_client(model_server).chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    (span,) = model_spans(spans)
+    assert semconv.TIME_TO_FIRST_TOKEN not in span.attributes
+    assert _offsets_ms(span)[semconv.FIRST_TOKEN_EVENT] == pytest.approx(
+        span.attributes[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] * 1000, abs=3
+    )
+
+
+def test_whole_response_shows_its_headers_and_no_first_token(model_server, spans):
+    # Not streamed: the first token comes with the last, so the call has no split to mark.
+    model_server.configure(headers_delay=0.06, first_token_delay=0.06)
+    _client(model_server).chat.completions.create(model="m", messages=MESSAGES)
+    (span,) = model_spans(spans)
+    assert span.attributes[semconv.GEN_AI_REQUEST_STREAM] is False
+    assert [event.name for event in span.events] == [semconv.RESPONSE_HEADERS_EVENT]
+    assert _offsets_ms(span)[semconv.RESPONSE_HEADERS_EVENT] == pytest.approx(
+        span.attributes[semconv.TIME_TO_HEADERS] * 1000, abs=3
+    )
+
+
+@pytest.mark.parametrize("mode", ["false", "event_only", "span_and_event"])
+def test_the_timing_events_carry_no_content_whatever_is_captured(
+    model_server, spans, monkeypatch, mode
+):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+    options.reload()
+    model_server.configure(first_token_delay=0.02, tokens=["Hello"])
+    list(_client(model_server).chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    (span,) = model_spans(spans)
+    timing = [
+        event
+        for event in span.events
+        if event.name in (semconv.RESPONSE_HEADERS_EVENT, semconv.FIRST_TOKEN_EVENT)
+    ]
+    assert len(timing) == 2
+    assert all(not event.attributes for event in timing)
+    content_events = [event for event in span.events if event not in timing]
+    assert len(content_events) == (0 if mode == "false" else 1)

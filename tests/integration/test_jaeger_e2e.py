@@ -53,6 +53,9 @@ class JaegerSpan:
     name: str
     attributes: dict[str, Any]
     resource: dict[str, Any]
+    start: int = 0
+    # (name, unix ns) of each span event, as Jaeger lists them under the span's Logs
+    events: tuple[tuple[str, int], ...] = ()
 
 
 def _otlp_value(value: dict[str, Any]) -> Any:
@@ -96,6 +99,11 @@ def _spans_of(payload: dict[str, Any]) -> list[JaegerSpan]:
                         name=span["name"],
                         attributes=_attributes(span.get("attributes")),
                         resource=resource,
+                        start=int(span.get("startTimeUnixNano", 0)),
+                        events=tuple(
+                            (event["name"], int(event["timeUnixNano"]))
+                            for event in span.get("events", [])
+                        ),
                     )
                 )
     return spans
@@ -223,7 +231,10 @@ def test_workflow_trace_arrives_in_jaeger_with_stages_and_timings(
     assert tool.attributes[semconv.STAGE] == "tool"
     assert chat.attributes[semconv.STAGE] == semconv.LLM_STAGE
     for span in spans:
-        assert span.attributes.get(semconv.STAGE) in semconv.STAGES, span.name
+        assert span.attributes.get(semconv.STAGE) in semconv.SPAN_STAGES, span.name
+    for span in (retrieval, tool, chat):
+        assert semconv.GEN_AI_OPERATION_NAME in span.attributes, span.name
+    assert chat.attributes[semconv.GEN_AI_REQUEST_STREAM] is True
 
     assert retrieval.attributes[semconv.GEN_AI_DATA_SOURCE_ID] == "handbook"
     assert retrieval.attributes[semconv.GEN_AI_RETRIEVAL_TOP_K] == 2
@@ -238,6 +249,12 @@ def test_workflow_trace_arrives_in_jaeger_with_stages_and_timings(
     generation = chat.attributes[semconv.GENERATION_TIME]
     assert time_to_first_token + generation >= FIRST_TOKEN_DELAY + TOKEN_DELAY * (len(TOKENS) - 1)
     assert generation > 0
+    # The first token is a tick on the model span's bar, where the attribute puts it.
+    events = dict(chat.events)
+    assert (events[semconv.FIRST_TOKEN_EVENT] - chat.start) / 1e9 == pytest.approx(
+        time_to_first_token, abs=0.003
+    )
+    assert chat.start < events[semconv.RESPONSE_HEADERS_EVENT] <= events[semconv.FIRST_TOKEN_EVENT]
 
 
 def _histogram_samples(metrics_text: str, suffix: str) -> list[tuple[dict[str, str], float]]:

@@ -77,7 +77,7 @@ def test_v2_chat_records_request_response_and_both_counts(server, spans):
     a = span.attributes
     assert span.name == "chat command-r"
     assert span.kind == SpanKind.CLIENT
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert a[semconv.GEN_AI_PROVIDER_NAME] == "cohere"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == "command-r"
@@ -687,7 +687,7 @@ def test_langchain_over_cohere_keeps_the_timing_on_the_cohere_span(name, model_s
     finally:
         registry.uninstrument()
     finished = spans.get_finished_spans()
-    (owner,) = [s for s in finished if s.attributes.get(semconv.STAGE) == "ttft"]
+    (owner,) = [s for s in finished if s.attributes.get(semconv.STAGE) == semconv.LLM_STAGE]
     assert owner.instrumentation_scope.name == "llmtrace"
     assert owner.attributes[semconv.GEN_AI_PROVIDER_NAME] == "cohere"
     assert owner.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == expected["input_tokens"]

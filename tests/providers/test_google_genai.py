@@ -85,7 +85,7 @@ def test_generate_content_is_one_span_with_usage_and_response(server, spans):
     assert span.name == "generate_content gemini-2.0-flash"
     assert span.kind == SpanKind.CLIENT
     assert span.status.status_code == StatusCode.OK
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_OPERATION_NAME] == "generate_content"
     assert a[semconv.GEN_AI_PROVIDER_NAME] == "gcp.gemini"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == "gemini-2.0-flash"

@@ -70,7 +70,7 @@ def test_chat_records_request_response_usage_and_groqs_server_timings(server, sp
     a = span.attributes
     assert span.name == "chat llama-3.1-8b-instant"
     assert a[sc.GEN_AI_PROVIDER_NAME] == "groq"
-    assert a[sc.STAGE] == "ttft"
+    assert a[sc.STAGE] == sc.LLM_STAGE
     assert a[sc.GEN_AI_OPERATION_NAME] == "chat"
     assert a[sc.GEN_AI_REQUEST_MODEL] == "llama-3.1-8b-instant"
     assert a[sc.GEN_AI_REQUEST_MAX_TOKENS] == 20

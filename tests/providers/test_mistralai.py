@@ -59,7 +59,7 @@ def test_chat_complete_records_request_response_and_usage(server, spans):
     a = span.attributes
     assert span.name == "chat mistral-small-latest"
     assert span.kind == SpanKind.CLIENT
-    assert a[semconv.STAGE] == "ttft"
+    assert a[semconv.STAGE] == semconv.LLM_STAGE
     assert a[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert a[semconv.GEN_AI_PROVIDER_NAME] == "mistral_ai"
     assert a[semconv.GEN_AI_REQUEST_MODEL] == "mistral-small-latest"

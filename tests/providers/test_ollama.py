@@ -72,7 +72,7 @@ def test_chat_records_usage_finish_reason_model_and_the_servers_timings(
     assert span.status.status_code == StatusCode.OK
     assert attributes[sc.GEN_AI_PROVIDER_NAME] == "ollama"
     assert attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
-    assert attributes[sc.STAGE] == "ttft"
+    assert attributes[sc.STAGE] == sc.LLM_STAGE
     assert attributes[sc.GEN_AI_REQUEST_MODEL] == "llama3.2"
     assert attributes[sc.GEN_AI_RESPONSE_MODEL] == "llama3.2:1b"
     assert attributes[sc.GEN_AI_REQUEST_STREAM] is False
@@ -835,7 +835,7 @@ def test_init_instruments_ollama_when_the_app_imports_it_and_the_report_shows_th
     server.configure(first_token_delay=0.25, token_delay=0.01)
     wire.set_load_time(server, 0.15)
     root, traces_file = run_init_app(tmp_path, "ollama", INIT_CODE, server.url)
-    assert root.name == "chat llama3" and root.attributes[sc.STAGE] == "ttft"
+    assert root.name == "chat llama3" and root.attributes[sc.STAGE] == sc.LLM_STAGE
     assert root.attributes[sc.SERVER_LOAD_TIME] == pytest.approx(0.15)
     report = build_report(load_traces(str(traces_file)))
     assert report.stages["load"].distribution.p50 == pytest.approx(0.15, abs=1e-6)

@@ -691,6 +691,12 @@ class LLMTraceCallbackHandler(BaseCallbackHandler):
                 parser = recorder.parser
                 if isinstance(parser, _UsageParser):
                     parser.attributes = _result_attributes(response)
+                    # Whether it streamed, when the invocation did not say: its tokens came one
+                    # by one (LangChain's callbacks), or with the result.
+                    if semconv.GEN_AI_REQUEST_STREAM not in (
+                        getattr(span, "attributes", None) or ()
+                    ):
+                        parser.attributes[semconv.GEN_AI_REQUEST_STREAM] = recorder.streaming
         except Exception:
             log_once(logger, "LangChain model result recording failed")
         if error is not None:

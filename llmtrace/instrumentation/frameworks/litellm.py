@@ -70,7 +70,7 @@ from llmtrace.sdk.streaming import (
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
-    end_model_span,
+    end_model_call,
 )
 
 logger = logging.getLogger(__name__)
@@ -382,7 +382,7 @@ def _finish(
     except Exception:
         log_once(logger, "litellm response recording failed")
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)
     return result
 
 

@@ -121,7 +121,7 @@ from llmtrace.sdk.gate import (
     should_trace,
 )
 from llmtrace.sdk.span_errors import record_error
-from llmtrace.sdk.streaming import STATUS_OK, StreamRecorder, TracedStream, end_model_span
+from llmtrace.sdk.streaming import STATUS_OK, StreamRecorder, TracedStream, end_model_call
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def _fail(call: ModelCall, exc: BaseException) -> None:
     except Exception:
         log_once(logger, "Bedrock call error recording failed")
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)
 
 
 def _read_body(result: dict[str, Any], call: ModelCall) -> bytes | None:
@@ -256,7 +256,7 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
     span = call.span
     if not isinstance(result, dict):
         call.set_collected()
-        end_model_span(span, call.started_at)
+        end_model_call(call)
         return result
     attributes: dict[str, Any] = {}
     metadata_attributes(result, attributes)
@@ -268,7 +268,7 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
             call.add_attributes(attributes)
             call.set_collected()
             span.set_status(STATUS_OK)
-            end_model_span(span, call.started_at)
+            end_model_call(call)
             return result
         parser: Any = (
             ConverseStreamParser(plan.capture)
@@ -314,7 +314,7 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
             span.set_attributes(collected)
         span.set_status(STATUS_OK)
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)
     return result
 
 

@@ -74,7 +74,7 @@ from llmtrace.sdk.streaming import (
     StreamRecorder,
     TracedAsyncStream,
     TracedStream,
-    end_model_span,
+    end_model_call,
 )
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def _finish_whole(response: Any, call: ModelCall, plan: _Plan) -> Any:
     except Exception:
         log_once(logger, "ollama response recording failed")
     finally:
-        end_model_span(span, call.started_at)
+        end_model_call(call)
     return response
 
 
@@ -429,7 +429,7 @@ def _traced_stream(generator: Any, call: ModelCall, plan: _Plan, asynchronous: b
         return TracedStream(_SentOnFirstStep(generator, call), recorder)
     except Exception:
         log_once(logger, "ollama stream wrapping failed")
-        end_model_span(call.span, call.started_at)
+        end_model_call(call)
         return generator
 
 
