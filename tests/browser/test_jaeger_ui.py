@@ -213,7 +213,7 @@ def test_trace_page_shows_each_span_with_its_stage_tag_and_the_critical_path(
         if operation == CHAT:
             assert tags.get(semconv.GEN_AI_OPERATION_NAME) == "chat", tags
             assert tags.get(semconv.GEN_AI_REQUEST_MODEL) == MODEL, tags
-            browser.screenshot("trace-model-span-tags", detail)
+        browser.screenshot(f"trace-tags-{stage}", detail)
         _span_rows(browser, 4)[operation].find_element(By.CSS_SELECTOR, ".span-name").click()
 
 
