@@ -309,3 +309,16 @@ def test_a_link_in_the_html_report_opens_that_trace_in_jaeger(
     assert ROOT in header.text
     assert set(_span_rows(browser, len(STAGE_OF))) == set(STAGE_OF)
     browser.screenshot("report-link-opened")
+
+
+def test_the_model_span_lists_its_first_token_under_logs(served: Served, browser: Browser) -> None:
+    # semconv.FIRST_TOKEN_EVENT comes with the first-token span event (the span-truth change).
+    first_token = semconv.FIRST_TOKEN_EVENT
+    browser.open(f"{served.jaeger_url}/trace/{served.trace_ids[1]}")
+    assert _span_rows(browser, 4)[CHAT].find_elements(By.CSS_SELECTOR, ".SpanBar--logMarker"), (
+        f"no first-token tick drawn on the bar of {CHAT}"
+    )
+    detail = _open_span(browser, CHAT)
+    logs = browser.one(f"the Logs of {CHAT}", ".AccordianLogs", "Logs")
+    browser.wait_for(f"the {first_token} event under Logs", lambda: first_token in logs.text)
+    browser.screenshot("trace-model-span-first-token", detail)
