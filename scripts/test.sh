@@ -6,7 +6,8 @@
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
 #   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
-#   4. Debian's Chromium for the HTML report check, when missing
+#   4. Debian's Chromium for the HTML report check and its chromedriver for the Jaeger UI tests
+#      (tests/browser), when missing
 #   5. the lock checked against pyproject.toml; ruff, mypy --strict on the package, pytest (extra
 #      arguments go to pytest)
 #   6. the core, instrumentation and analysis tests on the newest releases of the packages llmtrace
@@ -33,10 +34,12 @@ log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, La
 bash scripts/peers.sh
 log "torch virtualenv for the real sentence-transformers test (Debian's python3-torch, cached)"
 bash scripts/torch_venv.sh || log "torch virtualenv unavailable: tests/providers/test_sentence_transformers_real.py will fail with the reason above"
-if ! command -v chromium >/dev/null 2>&1; then
-  log "installing Debian's chromium for the HTML report check"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || { log "could not install chromium (apt-get); the HTML report test needs it"; exit 1; }
+# chromium-driver is built from chromium's source package: apt keeps the two at one version.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  log "installing Debian's chromium and chromium-driver for the HTML report and Jaeger UI tests"
+  (apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+    || { log "could not install chromium (apt-get); the HTML report and Jaeger UI tests need it"; exit 1; }
 fi
 
 log "the lock matches pyproject.toml (scripts/lock.sh --check)"

@@ -6,10 +6,14 @@ environment variables, so the exporter, the resource and the auto-instrumentatio
 ``openai`` client are the ones an application gets (the test process has its own in-memory
 provider, which a second provider could not replace).
 
-Usage: python jaeger_e2e_app.py MODEL_BASE_URL MODEL [--per-line]
+Usage: python jaeger_e2e_app.py MODEL_BASE_URL MODEL [--per-line] [--max-retries N]
+                                [--trace-file PATH]
 Prints one JSON line: {"trace_id": <32 hex digits>, "answer": <the streamed text>}. With
 ``--per-line`` it stays up as a service does, answering once per line read from stdin (one JSON
-line each) until stdin closes.
+line each) until stdin closes. ``--max-retries`` is the client's (default 0: a refusal fails the
+request); with retries, a refused attempt shows as a span event on the model call.
+``--trace-file`` writes the same spans to an OTLP JSON lines file as well, as a report's input
+whose trace ids are those in Jaeger.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ import time
 
 import openai
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import llmtrace
+from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
 
 ORDER_STATUS = {"A-1001": "shipped"}
 
@@ -56,9 +63,21 @@ def answer_question(client: openai.OpenAI, model: str, question: str) -> tuple[s
     return trace_id, text
 
 
-def main(base_url: str, model: str, per_line: bool) -> None:
+def _also_write_to(path: str) -> None:
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    provider.add_span_processor(BatchSpanProcessor(OTLPJsonFileExporter(path)))
+
+
+def main(
+    base_url: str, model: str, per_line: bool, max_retries: int, trace_file: str | None
+) -> None:
     llmtrace.init()
-    client = openai.OpenAI(base_url=base_url, api_key="sk-e2e-not-a-secret", max_retries=0)
+    if trace_file is not None:
+        _also_write_to(trace_file)
+    client = openai.OpenAI(
+        base_url=base_url, api_key="sk-e2e-not-a-secret", max_retries=max_retries
+    )
     for _ in sys.stdin if per_line else [""]:
         trace_id, text = answer_question(client, model, "Where is my order A-1001?")
         print(json.dumps({"trace_id": trace_id, "answer": text}), flush=True)
@@ -66,4 +85,15 @@ def main(base_url: str, model: str, per_line: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], per_line="--per-line" in sys.argv[3:])
+    options = sys.argv[3:]
+
+    def option(name: str) -> str | None:
+        return options[options.index(name) + 1] if name in options else None
+
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        per_line="--per-line" in options,
+        max_retries=int(option("--max-retries") or 0),
+        trace_file=option("--trace-file"),
+    )
