@@ -124,7 +124,11 @@ impl Group {
                     continue;
                 }
                 seen[i as usize] = call;
-                if self.span(i).text(key::STAGE).is_some_and(is_model_call_stage) {
+                if self
+                    .span(i)
+                    .text(key::STAGE)
+                    .is_some_and(is_model_call_stage)
+                {
                     below = true;
                     break;
                 }
