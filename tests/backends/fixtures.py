@@ -34,7 +34,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "collector-config"
@@ -384,6 +383,8 @@ def new_prometheus(
 ) -> tuple[BackendProcess, str]:
     """A Prometheus (not started yet) on ``config`` scraping ``targets`` every second, with its
     OTLP receiver on; and its URL. Only the scrape targets and interval of ``config`` change."""
+    import yaml  # here: this plugin loads in every run, the lowest-versions one without PyYAML
+
     if port is None:
         (port,) = _free_ports(1)
     settings = yaml.safe_load(config.read_text())

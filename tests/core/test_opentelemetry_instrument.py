@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from llmtrace import semconv
 from tests.subprocesses import run_instrumented_app
 
 APP = textwrap.dedent(
@@ -43,4 +44,4 @@ def test_unmodified_app_is_traced_with_no_code_change(tmp_path, model_server):
         if any(a["key"] == "llmtrace.time_to_first_token" for a in s["attributes"])
     )
     stage = {a["key"]: a["value"] for a in streamed["attributes"]}["llmtrace.stage"]
-    assert stage == {"stringValue": "ttft"}
+    assert stage == {"stringValue": semconv.LLM_STAGE}
