@@ -123,7 +123,7 @@ def test_every_call_is_in_the_histograms_at_a_tenth_sampled(
 ) -> None:
     """A root call the sampler drops and a call under a workflow span it dropped (the gate then
     keeps the call untraced) are both counted, with a sampled call's attributes and values."""
-    model_server.configure(first_token_delay=0.002, token_delay=0.001)
+    model_server.configure(headers_delay=0.002, first_token_delay=0.003, token_delay=0.001)
     points, spans = _run(model_server, tmp_path, stream=stream, under_workflow=under_workflow)
 
     _a_tenth_exported(spans, 2 if under_workflow else 1)
@@ -149,7 +149,8 @@ def test_every_call_is_in_the_histograms_at_a_tenth_sampled(
         (ttfc,) = first_chunk
         assert ttfc["count"] == CALLS
         assert ttfc["attributes"] == call_attributes
-        # every TTFT waited for the server's first token, sampled or not
+        # every call's first chunk (the role-only chunk the server sends with its headers) came
+        # after the server's headers delay, sampled or not
         assert ttfc["sum"] / CALLS >= 0.002
         assert per_chunk[0]["count"] == CALLS
     else:
