@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +52,25 @@ def run_delayed_app(trace_file: Path, requests: int, **env: str) -> None:
         check=True,
         timeout=300,
     )
+
+
+def run_delayed_app_into_jaeger(
+    tracing_stack: Any, trace_file: Path, requests: int, prefix: str
+) -> str:
+    """The delayed app's ``requests`` into ``trace_file`` and, through the stack's Collector, into
+    its Jaeger under a service of its own (named from ``prefix``), once Jaeger holds every span;
+    the service's name."""
+    from tests.backends.fixtures import spans_in_file, wait_for_spans
+
+    service = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    run_delayed_app(
+        trace_file,
+        requests,
+        OTEL_SERVICE_NAME=service,
+        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
+    )
+    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
+    return service
 
 
 @pytest.fixture(scope="session")

@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.analysis.apps.delayed_app import DELAYS
-from tests.analysis.conftest import REQUESTS, run_delayed_app, run_llmtrace
-from tests.backends.fixtures import spans_in_file, wait_for_spans
+from tests.analysis.conftest import REQUESTS, run_delayed_app_into_jaeger, run_llmtrace
 
 pytestmark = pytest.mark.integration
 
 
 def test_jaeger_source_gives_the_same_numbers_as_the_file(tracing_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    service = f"delayed-{uuid.uuid4().hex[:8]}"
     trace_file = tmp_path / "traces.jsonl"
-    run_delayed_app(
-        trace_file,
-        REQUESTS,
-        OTEL_SERVICE_NAME=service,
-        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
-    )
-    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
+    service = run_delayed_app_into_jaeger(tracing_stack, trace_file, REQUESTS, "delayed")
     from_file = json.loads(run_llmtrace("report", str(trace_file), "--format", "json").stdout)
     from_jaeger = json.loads(
         run_llmtrace(
@@ -59,15 +50,8 @@ def test_jaeger_source_gives_the_same_numbers_as_the_file(tracing_stack, tmp_pat
 def test_jaeger_paging_splits_a_full_window(tracing_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from llmtrace.analysis import sources
 
-    service = f"paged-{uuid.uuid4().hex[:8]}"
     trace_file = tmp_path / "traces.jsonl"
-    run_delayed_app(
-        trace_file,
-        12,
-        OTEL_SERVICE_NAME=service,
-        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
-    )
-    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
+    service = run_delayed_app_into_jaeger(tracing_stack, trace_file, 12, "paged")
     page = sources.JAEGER_PAGE
     sources.JAEGER_PAGE = 5  # force several pages for 12 traces
     try:

@@ -12,7 +12,6 @@ import pty
 import re
 import subprocess
 import sys
-import uuid
 from html.parser import HTMLParser
 from io import StringIO
 from pathlib import Path
@@ -26,8 +25,7 @@ from llmtrace.analysis.render.html import render_html
 from llmtrace.analysis.render.terminal import print_report
 from llmtrace.analysis.report_model import Report
 from llmtrace.analysis.units import format_seconds
-from tests.analysis.conftest import REPO, run_delayed_app, run_llmtrace
-from tests.backends.fixtures import spans_in_file, wait_for_spans
+from tests.analysis.conftest import REPO, run_delayed_app, run_delayed_app_into_jaeger, run_llmtrace
 
 JAEGER = "http://jaeger.example:16686"
 SLOWER_GENERATION = 0.140  # seconds: twice the delayed app's
@@ -325,15 +323,8 @@ def sent_to_jaeger(
     tracing_stack: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Path]:
     """12 requests of the delayed app, in a trace file and through the Collector in Jaeger."""
-    service = f"links-{uuid.uuid4().hex[:8]}"
     trace_file = tmp_path_factory.mktemp("links") / "traces.jsonl"
-    run_delayed_app(
-        trace_file,
-        12,
-        OTEL_SERVICE_NAME=service,
-        DELAYED_APP_OTLP_ENDPOINT=tracing_stack.otlp_grpc_endpoint,
-    )
-    wait_for_spans(tracing_stack.jaeger_url, service, spans_in_file(trace_file))
+    service = run_delayed_app_into_jaeger(tracing_stack, trace_file, 12, "links")
     return service, trace_file
 
 
