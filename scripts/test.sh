@@ -74,6 +74,8 @@ if command -v cargo >/dev/null 2>&1; then
 fi
 workers=${LLMTRACE_TEST_WORKERS:-$(n=$(nproc); echo $((n < 4 ? n : 4)))}
 log "pytest ($workers processes)"
-.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+# The slowest thirty tests are listed at the end: the warm run is kept under 10 minutes, and these
+# are where its time goes.
+.venv/bin/python -m pytest -n "$workers" --dist loadfile --durations=30 "$@"
 log "the newest releases of OpenTelemetry, httpx and the provider SDKs (scripts/test_newest.sh)"
 bash scripts/test_newest.sh -q
