@@ -81,6 +81,13 @@ def slow_first_token(model_server: ModelServer) -> ModelServer:
     return model_server.configure(first_token_delay=FIRST_TOKEN_SECONDS, token_delay=0.002)
 
 
+def test_the_readme_example_is_the_openai_example() -> None:
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```python\nimport os\n") + len("```python\n")
+    block = readme[start : readme.index("```", start)]
+    assert block in (EXAMPLES / "openai_chat.py").read_text()
+
+
 def ask(
     script: str, model_server: ModelServer, tmp_path: Path, *questions: str
 ) -> tuple[str, list[Trace]]:
