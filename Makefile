@@ -1,5 +1,5 @@
 # Every target is a command from the README.
-.PHONY: demo test test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
+.PHONY: demo test docs test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
 
 demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
 	bash scripts/setup.sh
@@ -7,6 +7,10 @@ demo:        ## run the demo: a real RAG app on a real local model, ending in th
 
 test:        ## the whole test suite (installs everything it needs first)
 	bash scripts/test.sh
+
+docs:        ## serve the documentation site on http://127.0.0.1:8000, rebuilt as pages change
+	bash scripts/setup.sh
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve
 
 test-min-deps: ## the lowest dependency versions pyproject.toml declares, in their own virtualenv
 	bash scripts/test_min_deps.sh
