@@ -1,4 +1,4 @@
-# Every target is a command from the README.
+# Every target is a command from the README or the documentation (docs/).
 .PHONY: demo test docs test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
 
 demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
