@@ -31,14 +31,14 @@ backends:    ## only build Jaeger v2 and the OpenTelemetry Collector into the ca
 	bash scripts/backends.sh
 
 lint:
-	.venv/bin/ruff check llmtrace tests benchmarks examples
-	.venv/bin/ruff format --check llmtrace tests benchmarks examples
+	.venv/bin/ruff check llmtrace tests benchmarks examples docs/hooks
+	.venv/bin/ruff format --check llmtrace tests benchmarks examples docs/hooks
 	.venv/bin/mypy llmtrace
 	cd native && cargo fmt --check
 
 format:
-	.venv/bin/ruff format llmtrace tests benchmarks examples
-	.venv/bin/ruff check --fix llmtrace tests benchmarks examples
+	.venv/bin/ruff format llmtrace tests benchmarks examples docs/hooks
+	.venv/bin/ruff check --fix llmtrace tests benchmarks examples docs/hooks
 	cd native && cargo fmt
 
 benchmarks:  ## print the overhead and throughput figures, llmtrace's overhead beside its peers'

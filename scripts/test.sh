@@ -46,8 +46,8 @@ log "the lock matches pyproject.toml (scripts/lock.sh --check)"
 bash scripts/lock.sh --check
 
 log "ruff"
-.venv/bin/ruff check llmtrace tests benchmarks examples
-.venv/bin/ruff format --check llmtrace tests benchmarks examples
+.venv/bin/ruff check llmtrace tests benchmarks examples docs/hooks
+.venv/bin/ruff format --check llmtrace tests benchmarks examples docs/hooks
 log "mypy --strict"
 # mypy's cache outside the checkout: a fresh clone re-checks in seconds instead of half a minute
 # (mypy validates every cached module against its source's hash)
