@@ -1,5 +1,5 @@
-# Every target is a command from the README.
-.PHONY: demo test test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
+# Every target is a command from the README or the documentation (docs/).
+.PHONY: demo test docs test-min-deps test-newest lock lock-upgrade setup backends lint format benchmarks soak clean
 
 demo:        ## run the demo: a real RAG app on a real local model, ending in the latency breakdown
 	bash scripts/setup.sh
@@ -7,6 +7,10 @@ demo:        ## run the demo: a real RAG app on a real local model, ending in th
 
 test:        ## the whole test suite (installs everything it needs first)
 	bash scripts/test.sh
+
+docs:        ## serve the documentation site on http://127.0.0.1:8000, rebuilt as pages change
+	bash scripts/setup.sh
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve
 
 test-min-deps: ## the lowest dependency versions pyproject.toml declares, in their own virtualenv
 	bash scripts/test_min_deps.sh
@@ -27,14 +31,14 @@ backends:    ## only build Jaeger v2 and the OpenTelemetry Collector into the ca
 	bash scripts/backends.sh
 
 lint:
-	.venv/bin/ruff check llmtrace tests benchmarks examples
-	.venv/bin/ruff format --check llmtrace tests benchmarks examples
+	.venv/bin/ruff check llmtrace tests benchmarks examples docs/hooks
+	.venv/bin/ruff format --check llmtrace tests benchmarks examples docs/hooks
 	.venv/bin/mypy llmtrace
 	cd native && cargo fmt --check
 
 format:
-	.venv/bin/ruff format llmtrace tests benchmarks examples
-	.venv/bin/ruff check --fix llmtrace tests benchmarks examples
+	.venv/bin/ruff format llmtrace tests benchmarks examples docs/hooks
+	.venv/bin/ruff check --fix llmtrace tests benchmarks examples docs/hooks
 	cd native && cargo fmt
 
 benchmarks:  ## print the overhead and throughput figures, llmtrace's overhead beside its peers'

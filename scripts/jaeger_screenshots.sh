@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Jaeger UI screenshots in docs/jaeger/ (shown in the README's "Inspecting traces in Jaeger"),
+# The Jaeger UI screenshots in docs/jaeger/ (shown in docs/jaeger.md, "Inspecting traces in Jaeger"),
 # made again: runs the browser tests (tests/browser: a real RAG app through the Collector into
 # Jaeger, headless Chromium), then trims each chosen screenshot's empty margin and stores it as a
 # palette PNG, small enough to keep in the repository.

@@ -8,8 +8,8 @@
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
 #   4. Debian's Chromium for the HTML report check and its chromedriver for the Jaeger UI tests
 #      (tests/browser), when missing
-#   5. the lock checked against pyproject.toml; ruff, mypy --strict on the package, pytest (extra
-#      arguments go to pytest)
+#   5. the lock checked against pyproject.toml; ruff, mypy --strict on the package, the documentation
+#      site built in strict mode (mkdocs.yml), pytest (extra arguments go to pytest)
 #   6. the core, instrumentation and analysis tests on the newest releases of the packages llmtrace
 #      reaches into, when any is newer than the lock (scripts/test_newest.sh)
 # pytest runs in LLMTRACE_TEST_WORKERS processes (pytest-xdist; default: one per CPU, at most 4;
@@ -46,12 +46,17 @@ log "the lock matches pyproject.toml (scripts/lock.sh --check)"
 bash scripts/lock.sh --check
 
 log "ruff"
-.venv/bin/ruff check llmtrace tests benchmarks examples
-.venv/bin/ruff format --check llmtrace tests benchmarks examples
+.venv/bin/ruff check llmtrace tests benchmarks examples docs/hooks
+.venv/bin/ruff format --check llmtrace tests benchmarks examples docs/hooks
 log "mypy --strict"
 # mypy's cache outside the checkout: a fresh clone re-checks in seconds instead of half a minute
 # (mypy validates every cached module against its source's hash)
 .venv/bin/mypy --cache-dir "${LLMTRACE_CACHE:-$HOME/.cache/llmtrace}/mypy" llmtrace
+log "documentation (mkdocs build --strict: a broken link or anchor, or a page left out of the nav, fails)"
+# Built outside the checkout; the generated pages (options, CLI, supported versions) are written
+# from the code at this step (docs/hooks/generated.py), so a change that leaves them stale cannot pass.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet \
+  --site-dir "${LLMTRACE_CACHE:-$HOME/.cache/llmtrace}/site"
 if command -v cargo >/dev/null 2>&1; then
   log "cargo fmt --check (native reader)"
   (cd native && cargo fmt --check)

@@ -166,7 +166,7 @@ def check_reachable(target: Target, findings: Findings) -> bool:
         findings.fail(
             f"Nothing answers at {target.host}:{target.port} ({reason.lower()}).",
             "Start the collector (`docker compose up -d` in the llmtrace repository, or the "
-            "native binaries, see README 'Run with Jaeger') or point --otlp at yours.",
+            "native binaries, see docs/jaeger.md in the repository) or point --otlp at yours.",
         )
         return False
     findings.ok(f"{target.host}:{target.port} accepts connections.")

@@ -1,6 +1,6 @@
-"""The stage vocabulary is a contract: the stage tables of the README and of
-docs/architecture.md name exactly the values ``semconv`` defines, in its order, and the decorators
-take exactly those (the native reader's copy is compared in tests/analysis/test_native.py)."""
+"""The stage vocabulary is a contract: the stage tables of the user documentation
+(docs/instrument.md) and of docs/architecture.md name exactly the values ``semconv`` defines, in
+its order, and the decorators take exactly those (the native reader's copy is compared in tests/analysis/test_native.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def stage_table(path: Path, header: str) -> list[str]:
 @pytest.mark.parametrize(
     ("document", "header"),
     [
-        ("README.md", "| stage | what it covers |"),
+        ("docs/instrument.md", "| stage | what it covers |"),
         ("docs/architecture.md", "| stage | the time it stands for |"),
     ],
 )

@@ -24,7 +24,7 @@ finished request forever, while a thread started for the request and joined befo
 (the common fan-out) is wholly in its trace. The carried span is not held in a thread-safe way
 beyond what the SDK gives: its end is read from ``ReadableSpan.end_time`` (public). A span whose
 end cannot be seen (an unsampled request's non-recording span) is carried for the thread's whole
-life, as before: nothing is recorded under it, and the README says so.
+life, as before: nothing is recorded under it, and docs/behaviour.md says so.
 """
 
 from __future__ import annotations
