@@ -37,6 +37,23 @@ A row whose verdict is faster or slower names, from each run, the requests where
 longest (the report's exemplars: for end-to-end, its slowest at or above P95), with their stage
 times and Jaeger links, so that the change can be opened trace by trace.
 
+**From histograms.** Runs read from Prometheus (``compare --prometheus``) carry no request's own
+time, only how many requests fell in each bucket, so every test is made on the buckets, both runs
+first cut to the bucket bounds they share. The row's verdict and the mean's: each request stands
+for its bucket, and the same permutation tests move whole bucketed requests between the runs.
+Relabelling is valid for any values that are exchangeable under "no change", and bucketed requests
+from one distribution are, so the level stays exactly 5% whatever the bucket widths; the row's rank
+test becomes Mann-Whitney with ties (all requests of one bucket share their midrank), the standard
+test for grouped data. The mean's interval is the test's margin widened by the average bucket
+width. A percentile is judged by its interval instead: each run's distribution-free interval for it
+(binomial order statistics, 97.5% each so that both hold together at 95%) read out to the edges of
+the buckets those ranks fell in; the change's interval runs from the candidate's lowest minus the
+baseline's highest to the reverse, so it is wrong at most 5% of the time whatever the buckets, and
+holds their whole width. The reported figures stay the histograms' own (the exact mean from the
+sums, percentiles interpolated as Prometheus does), and so does the practical threshold; the
+requests a statistic needs are counted in the histograms, and a percentile's are those its two
+97.5% intervals need (P50 7, P90 42, P95 86).
+
 Randomness is seeded from the samples, so the same two runs always get the same verdicts.
 Runs above ``MAX_TESTED`` requests are tested on a fixed sample of that many: more only sharpens
 changes far below the practical threshold, and costs seconds.
@@ -50,6 +67,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmtrace import semconv as sc
+from llmtrace.analysis.histograms import (
+    Buckets,
+    bucketed_requests,
+    mean_width,
+    quantile,
+    quantile_interval,
+    relative_width,
+    shared_layout,
+)
 from llmtrace.analysis.report_model import END_TO_END as END_TO_END  # the rows' name, here too
 from llmtrace.analysis.report_model import Report, TraceExemplar
 from llmtrace.analysis.stats import (
@@ -95,6 +121,8 @@ class Delta:
     p_value: float
     needs: int  # requests per run the statistic needs before it can be judged
     verdict: str
+    # from histograms: the bucket (low, high) the percentile fell in, in each run
+    buckets: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     @property
     def change(self) -> float:
@@ -164,6 +192,23 @@ class SettingChange:
 
 
 @dataclass(slots=True)
+class BucketedFigures:
+    """A comparison of two histograms: each run's bucket layout, and how wide its buckets were
+    where its requests fell (the median width as a share of the bucket's upper bound)."""
+
+    layouts: tuple[str, str]
+    relative_widths: tuple[float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            role: {"layout": layout, "relative_width": width}
+            for role, layout, width in zip(
+                ("baseline", "candidate"), self.layouts, self.relative_widths, strict=True
+            )
+        }
+
+
+@dataclass(slots=True)
 class Comparison:
     baseline: Report
     candidate: Report
@@ -173,6 +218,8 @@ class Comparison:
     changed_settings: list[SettingChange] = field(default_factory=list)
     # questions asked in both runs, when the rows' verdicts compare each question with itself
     paired_questions: int | None = None
+    # the runs were histograms (Prometheus), not requests: the test was made on their buckets
+    bucketed: BucketedFigures | None = None
 
     def row(self, name: str) -> SeriesComparison | None:
         return next((item for item in self.series if item.name == name), None)
@@ -185,14 +232,9 @@ class Comparison:
         return {
             "schema": SCHEMA,
             "method": {
-                "test": (
-                    "two-sided permutation test; rows: "
-                    + (
-                        "paired by question (Wilcoxon signed-rank, sign flips)"
-                        if self.paired_questions is not None
-                        else "on ranks (Mann-Whitney)"
-                    )
-                ),
+                "test": self._test_name(),
+                "figures": "samples" if self.bucketed is None else "histograms",
+                "histograms": None if self.bucketed is None else self.bucketed.to_json(),
                 "paired_questions": self.paired_questions,
                 "alpha": ALPHA,
                 "permutations": PERMUTATIONS,
@@ -233,6 +275,7 @@ class Comparison:
                             "needs": delta.needs,
                             "significant": delta.significant(),
                             "enough_traces": delta.enough_traces,
+                            **_buckets_json(delta),
                         }
                         for delta in item.deltas
                     },
@@ -240,6 +283,29 @@ class Comparison:
                 for item in self.series
             },
         }
+
+    def _test_name(self) -> str:
+        if self.bucketed is not None:
+            return (
+                "two-sided permutation test over the requests' buckets; rows: on ranks with "
+                "ties (Mann-Whitney)"
+            )
+        return "two-sided permutation test; rows: " + (
+            "paired by question (Wilcoxon signed-rank, sign flips)"
+            if self.paired_questions is not None
+            else "on ranks (Mann-Whitney)"
+        )
+
+
+def _buckets_json(delta: Delta) -> dict[str, Any]:
+    if delta.buckets is None:
+        return {}
+    return {
+        "buckets": {
+            role: list(bucket)
+            for role, bucket in zip(("baseline", "candidate"), delta.buckets, strict=True)
+        }
+    }
 
 
 def describe_run(report: Report) -> RunSide:
@@ -267,8 +333,16 @@ def describe_run(report: Report) -> RunSide:
     for key in ("repeat", "warmup", "rate", "timeout"):
         if run.get(key) is not None:
             settings[key] = run[key]
-    name = run.get("name")
+    name = run.get("name") or _window_name(report)
     return RunSide(str(name) if name else report.source, report.source, report.traces, settings)
+
+
+def _window_name(report: Report) -> str | None:
+    """A report read from Prometheus is named by its window: ``600 s to 2026-01-01T10:00:00``."""
+    origin = report.figures_from or {}
+    if "until" not in origin or "window_seconds" not in origin:
+        return None
+    return f"{float(origin['window_seconds']):g} s to {origin['until']}"
 
 
 def changed_settings(baseline: RunSide, candidate: RunSide) -> list[SettingChange]:
@@ -300,7 +374,9 @@ def run_warnings(baseline: Report, candidate: Report) -> list[str]:
                 "the runs used different models: "
                 f"{', '.join(sorted(before_models))} vs {', '.join(sorted(after_models))}"
             )
-    if not baseline.samples.get("end_to_end") or not candidate.samples.get("end_to_end"):
+    if not _from_histograms(baseline, candidate) and (
+        not baseline.samples.get("end_to_end") or not candidate.samples.get("end_to_end")
+    ):
         warnings.append(
             "a report has no per-trace samples: no change can be tested (not enough data)"
         )
@@ -332,6 +408,8 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
     names = [END_TO_END] + [
         stage for stage in sc.STAGES if stage in baseline.stages or stage in candidate.stages
     ]
+    if _from_histograms(baseline, candidate):
+        return _compare_histograms(baseline, candidate, names, permutations)
     base_series = _tested([_series(baseline, name) for name in names])
     cand_series = _tested([_series(candidate, name) for name in names])
     n_base, n_cand = len(base_series[0]), len(cand_series[0])
@@ -378,6 +456,20 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
                 baseline.exemplars.get(item.name, []),
                 candidate.exemplars.get(item.name, []),
             )
+    return _comparison(
+        baseline, candidate, series, paired_questions=len(paired[0]) if paired else None
+    )
+
+
+def _comparison(
+    baseline: Report,
+    candidate: Report,
+    series: list[SeriesComparison],
+    *,
+    paired_questions: int | None = None,
+    bucketed: BucketedFigures | None = None,
+) -> Comparison:
+    """The judged rows with both runs' names, settings and what makes them unlike."""
     sides = (describe_run(baseline), describe_run(candidate))
     return Comparison(
         baseline,
@@ -386,7 +478,8 @@ def compare(baseline: Report, candidate: Report, *, permutations: int = PERMUTAT
         run_warnings(baseline, candidate),
         sides,
         changed_settings(*sides),
-        len(paired[0]) if paired else None,
+        paired_questions,
+        bucketed,
     )
 
 
@@ -500,3 +593,116 @@ def _reported(report: Report, name: str, statistic: str) -> float:
         return report.end_to_end.at(statistic) if report.end_to_end else 0.0
     summary = report.stages.get(name)
     return summary.distribution.at(statistic) if summary else 0.0
+
+
+def _from_histograms(baseline: Report, candidate: Report) -> bool:
+    """Both runs are histograms without requests of their own (reports read from Prometheus)."""
+    return all(
+        report.histograms.get(END_TO_END) is not None and not report.samples.get("end_to_end")
+        for report in (baseline, candidate)
+    )
+
+
+def _row_histograms(baseline: Report, candidate: Report, name: str) -> tuple[Buckets, Buckets]:
+    """Both runs' histograms of one row; a stage one run lacks is all zeros in it."""
+    base, cand = baseline.histograms.get(name), candidate.histograms.get(name)
+    if base is None and cand is not None:
+        base = Buckets(cand.bounds, [float(baseline.traces)] * len(cand.bounds), 0.0, cand.layout)
+    if cand is None and base is not None:
+        cand = Buckets(base.bounds, [float(candidate.traces)] * len(base.bounds), 0.0, base.layout)
+    assert base is not None and cand is not None, name
+    return base, cand
+
+
+def _compare_histograms(
+    baseline: Report, candidate: Report, names: list[str], permutations: int
+) -> Comparison:
+    """Verdicts for two runs read from histograms (see "From histograms" in the module's
+    docstring): per row, the permutation tests over the requests as their buckets."""
+    smaller_run = min(baseline.traces, candidate.traces)
+    series = []
+    for name in names:
+        own = _row_histograms(baseline, candidate, name)
+        base, cand = (bucketed_requests(side, MAX_TESTED) for side in shared_layout(*own))
+        ranks = midranks([*base, *cand])
+        values_test, rank_test = permutation_tests(
+            [base, ranks[: len(base)]],
+            [cand, ranks[len(base) :]],
+            [list(COMPARED), [RANKS]],
+            permutations=permutations,
+            alpha=ALPHA,
+        )
+        # the average bucket width of the pooled requests: how far a bucketed mean can be off
+        widths = [mean_width(side) * side.count for side in own]
+        pooled_width = sum(widths) / max(own[0].count + own[1].count, 1.0)
+        deltas = [
+            _bucketed_delta(
+                statistic,
+                _reported(baseline, name, statistic.name),
+                _reported(candidate, name, statistic.name),
+                test,
+                smaller_run,
+                own,
+                pooled_width,
+            )
+            for statistic, test in zip(COMPARED, values_test, strict=True)
+        ]
+        series.append(_row(name, deltas, rank_test[0], smaller_run, len(base) + len(cand)))
+    end_to_end = _row_histograms(baseline, candidate, END_TO_END)
+    return _comparison(
+        baseline,
+        candidate,
+        series,
+        bucketed=BucketedFigures(
+            (end_to_end[0].layout, end_to_end[1].layout),
+            (relative_width(end_to_end[0]), relative_width(end_to_end[1])),
+        ),
+    )
+
+
+def _bucketed_delta(
+    statistic: Statistic,
+    before: float,
+    after: float,
+    test: PermutationTest,
+    smaller_run: int,
+    buckets: tuple[Buckets, Buckets],
+    pooled_width: float,
+) -> Delta:
+    """One statistic's change between two histograms, with an interval that holds whatever the
+    buckets allow (see "From histograms" in the module's docstring).
+
+    The mean: the permutation test on the bucketed requests decides, the interval is its margin
+    widened by the average bucket width. A percentile: its interval is the difference of the two
+    runs' distribution-free intervals (order statistics, each at 97.5%, so that both hold
+    together at 95%), read out to the edges of their buckets, and the verdict is that interval
+    excluding zero. The permutation test of a percentile is no use here: with every request of
+    a run in one or two buckets, relabelling gives a percentile difference as large as the
+    observed one far more than 5% of the time, however far apart the runs are. Its two intervals
+    at 97.5% need more requests to be bounded than one at 95% (P50 7, P90 42, P95 86): below
+    that, "not enough data", never a "no change" no interval could have contradicted.
+    """
+    q = statistic.quantile
+    needs = requests_needed(statistic, ALPHA if q is None else ALPHA / 2)
+    change = after - before
+    fell_in = None
+    p_value = test.p_value
+    if q is None:
+        reach = test.margin + pooled_width
+        low, high = change - reach, change + reach
+        found = test.significant() and test.estimate * change > 0
+    else:
+        fell_in = (quantile(q, buckets[0])[1], quantile(q, buckets[1])[1])
+        base_low, base_high = quantile_interval(buckets[0], q, ALPHA / 2)
+        cand_low, cand_high = quantile_interval(buckets[1], q, ALPHA / 2)
+        low, high = min(cand_low - base_high, change), max(cand_high - base_low, change)
+        found = (low > 0 or high < 0) and (low > 0) == (change > 0)
+        p_value = math.nan  # judged by the interval, not a p-value
+    if smaller_run < needs:
+        verdict = NOT_ENOUGH_DATA
+    elif found and practical(before, change):
+        verdict = SLOWER if change > 0 else FASTER
+    else:
+        verdict = NO_CHANGE
+    interval = Interval(change, low, high)
+    return Delta(statistic.name, before, after, interval, p_value, needs, verdict, fell_in)

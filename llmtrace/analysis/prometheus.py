@@ -23,6 +23,14 @@ On a dashboard, ``increase(x[W])`` in place of ``grown(x)`` gives the same figur
 extrapolation. The buckets are read once per metric and the quantiles computed here with
 Prometheus's own interpolation (``histogram_quantile``: linear within the bucket the rank falls
 in), so a figure is exact to within its bucket; the report says which bucket each one fell in.
+
+Exponential histograms (``LLMTRACE_REQUEST_METRICS_HISTOGRAM=exponential``) reach Prometheus as
+native histograms, which it stores only with ``--enable-feature=native-histograms`` (before 3.8;
+without it the OTLP receiver refuses the whole export). A native histogram is one series per
+label set (``llmtrace_request_duration_seconds``, no ``_bucket``/``_count``/``_sum``) whose
+value holds every bucket, its count and its sum; the same sums are read from it
+(:func:`grown_native`), and its buckets are put in the classic shape
+(:func:`~llmtrace.analysis.histograms.from_native`).
 """
 
 from __future__ import annotations
@@ -36,8 +44,9 @@ import httpx
 
 from llmtrace import semconv as sc
 from llmtrace.analysis.advice import Evidence, advise_stage
+from llmtrace.analysis.histograms import Buckets, from_native, quantile
 from llmtrace.analysis.report import _figures
-from llmtrace.analysis.report_model import Bottleneck, Report, StageSummary
+from llmtrace.analysis.report_model import END_TO_END, Bottleneck, Report, StageSummary
 from llmtrace.analysis.stats import Distribution
 from llmtrace.errors import SourceError
 
@@ -50,61 +59,6 @@ ROUTE_LABEL = "llmtrace_request_name"
 MODEL_LABEL = "gen_ai_request_model"
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 TIMEOUT_SECONDS = 30.0
-
-
-@dataclass(slots=True)
-class Buckets:
-    """A classic histogram summed over series: cumulative counts by upper bound (``+Inf`` last)."""
-
-    bounds: list[float]
-    cumulative: list[float]
-    total_sum: float = 0.0
-
-    @property
-    def count(self) -> float:
-        return self.cumulative[-1] if self.cumulative else 0.0
-
-    def with_zeros(self, zeros: float) -> Buckets:
-        """The histogram with ``zeros`` more observations of 0 (they fall in every bucket)."""
-        return Buckets(self.bounds, [c + zeros for c in self.cumulative], self.total_sum)
-
-
-def quantile(q: float, buckets: Buckets) -> tuple[float, tuple[float, float]]:
-    """Prometheus's ``histogram_quantile`` over ``buckets``, and the bucket the rank fell in.
-
-    As Prometheus does it: the rank ``q * count`` falls in the first bucket whose cumulative
-    count reaches it; the value is interpolated linearly between that bucket's lower bound (0
-    for the first bucket) and its upper bound; in the ``+Inf`` bucket it is the highest finite
-    bound.
-    """
-    bounds, counts = buckets.bounds, _monotonic(buckets.cumulative)
-    if not counts or counts[-1] <= 0:
-        return math.nan, (math.nan, math.nan)
-    rank = q * counts[-1]
-    index = next(i for i, count in enumerate(counts) if count >= rank)
-    if math.isinf(bounds[index]):
-        finite = bounds[index - 1] if index > 0 else math.nan
-        return finite, (finite, math.inf)
-    start = 0.0 if index == 0 else bounds[index - 1]
-    end = bounds[index]
-    if index == 0 and end <= 0:
-        return end, (end, end)
-    before = 0.0 if index == 0 else counts[index - 1]
-    in_bucket = counts[index] - before
-    if in_bucket <= 0:
-        return end, (start, end)
-    return start + (end - start) * (rank - before) / in_bucket, (start, end)
-
-
-def _monotonic(counts: list[float]) -> list[float]:
-    # Prometheus evens out counts that decrease with the bound (series read at slightly
-    # different moments); the same here.
-    out: list[float] = []
-    highest = 0.0
-    for count in counts:
-        highest = max(highest, count)
-        out.append(highest)
-    return out
 
 
 @dataclass(slots=True)
@@ -190,21 +144,88 @@ def _by_label(
     }
 
 
-def _buckets(
+def grown_native(series: str, window: Window) -> str:
+    """:func:`grown` for a native histogram (an OpenTelemetry exponential histogram in
+    Prometheus): PromQL has no comparison of a histogram with a number, so a restart (counts
+    that fell) is found by ``histogram_count``; ``* 1`` drops the metric name, as ``- 0`` does for
+    numbers, so that ``or`` matches series by their labels alone."""
+    w = window.range
+    now = f"(last_over_time({series}[{w}]) * 1)"
+    growth = f"({now} - last_over_time({series}[{w}] offset {w}))"
+    return f"(({growth} and (histogram_count({growth}) >= 0)) or {now})"
+
+
+@dataclass(slots=True)
+class Histograms:
+    """The request metrics of a window, each summed over series: end-to-end, per stage (only
+    the requests with time in it), and the request-level time to first token."""
+
+    end_to_end: Buckets | None
+    stages: dict[str, Buckets]
+    ttft: Buckets | None
+
+
+def _explicit_buckets(
     client: PrometheusClient, metric: str, selector: str, window: Window, label: str | None
 ) -> dict[str, Buckets]:
-    """``sum by (le[, label])`` of the bucket increases: one summed histogram per label value."""
+    """``sum by (le[, label])`` of the bucket increases, and of the sums: one summed histogram
+    per label value."""
     by = f"le,{label}" if label else "le"
     promql = f"sum by ({by}) ({grown(f'{metric}_bucket{{{selector}}}', window)})"
     rows: dict[str, dict[float, float]] = {}
     for sample in client.query(promql, window.until):
         key = sample["metric"].get(label, "") if label else ""
         rows.setdefault(key, {})[_bound(sample["metric"]["le"])] = _value(sample)
+    sums_by = f" by ({label})" if label else ""
+    sums = _by_label(
+        client, f"sum{sums_by} ({grown(f'{metric}_sum{{{selector}}}', window)})", window, label
+    )
     out: dict[str, Buckets] = {}
     for key, counts in rows.items():
         bounds = sorted(counts)
-        out[key] = Buckets(bounds, [counts[bound] for bound in bounds])
+        out[key] = Buckets(bounds, [counts[bound] for bound in bounds], sums.get(key, 0.0))
     return out
+
+
+def _native_buckets(
+    client: PrometheusClient, metric: str, selector: str, window: Window, label: str | None
+) -> dict[str, Buckets]:
+    """The same from native histograms: one query returns each sum's buckets, count and sum."""
+    by = f" by ({label})" if label else ""
+    promql = f"sum{by} ({grown_native(f'{metric}{{{selector}}}', window)})"
+    out: dict[str, Buckets] = {}
+    for sample in client.query(promql, window.until):
+        if "histogram" not in sample:
+            continue
+        key = sample["metric"].get(label, "") if label else ""
+        histogram = sample["histogram"][1]
+        out[key] = from_native(histogram.get("buckets") or [], float(histogram.get("sum", 0.0)))
+    return out
+
+
+def read_histograms(
+    client: PrometheusClient, selector: str, window: Window
+) -> tuple[Histograms, list[str]]:
+    """The window's histograms, explicit or native, and warnings. When requests of both kinds
+    match (services exporting different layouts), the kind with more requests is read and the
+    other left out and counted: buckets of two layouts cannot be summed into one."""
+    read = []
+    for buckets_of in (_explicit_buckets, _native_buckets):
+        end_to_end = buckets_of(client, DURATION, selector, window, None).get("")
+        if end_to_end is not None and end_to_end.count > 0:
+            read.append((buckets_of, end_to_end))
+    if not read:
+        return Histograms(None, {}, None), []
+    read.sort(key=lambda found: found[1].count, reverse=True)
+    warnings = [
+        f"{round(end_to_end.count)} requests exported {end_to_end.layout} histograms and are "
+        f"left out: this report reads the {read[0][1].layout} ones"
+        for _, end_to_end in read[1:]
+    ]
+    buckets_of, end_to_end = read[0]
+    stages = buckets_of(client, STAGE, selector, window, STAGE_LABEL)
+    ttft = buckets_of(client, TTFT, selector, window, None).get("")
+    return Histograms(end_to_end, stages, ttft), warnings
 
 
 def _distribution(buckets: Buckets, mean: float, count: int) -> tuple[Distribution, dict[str, Any]]:
@@ -225,15 +246,12 @@ def report_from_prometheus(
 ) -> tuple[Report, dict[str, Any]]:
     """The stage table of every request the filters select in the window, and where its figures
     came from (``figures_from``: source, window, PromQL filter, bucket bounds, and the bucket each
-    quantile fell in)."""
+    figure fell in, under the same keys as the figure in the report: ``end_to_end``,
+    ``stages.<stage>`` and ``ttft``, the request-level time to first token). The report keeps
+    the summed histograms (``histograms``), which ``llmtrace compare`` tests."""
     client = client or PrometheusClient(url)
     selector = filters.selector()
-    requests = sum(
-        _by_label(
-            client, f"sum({grown(f'{DURATION}_count{{{selector}}}', window)})", window, None
-        ).values()
-    )
-    total = round(requests)
+    histograms, warnings = read_histograms(client, selector, window)
     origin: dict[str, Any] = {
         "source": "prometheus",
         "url": url,
@@ -242,56 +260,65 @@ def report_from_prometheus(
         "selector": "{" + selector + "}",
         "metrics": [DURATION, STAGE, TTFT],
     }
-    if total == 0:
-        return _empty_report(url, filters), origin
-    end_sum = sum(
-        _by_label(
-            client, f"sum({grown(f'{DURATION}_sum{{{selector}}}', window)})", window, None
-        ).values()
+    report = report_from_histograms(
+        histograms,
+        source=f"prometheus {url}",
+        service=filters.service,
+        filters={
+            key: value
+            for key, value in ((ROUTE_LABEL, filters.route), (MODEL_LABEL, filters.model))
+            if value
+        },
+        origin=origin,
     )
-    end_buckets = _buckets(client, DURATION, selector, window, None).get("")
-    if end_buckets is None:
-        raise SourceError(f"Prometheus at {url} has counts but no buckets for {DURATION}")
-    end_to_end, resolution = _distribution(end_buckets, end_sum / requests, total)
-    origin["bucket_bounds"] = [b for b in end_buckets.bounds if math.isfinite(b)]
-    origin["resolution"] = {"end_to_end": resolution}
+    report.warnings.extend(warnings)
+    return report, origin
 
-    stage_counts = _by_label(
-        client,
-        f"sum by ({STAGE_LABEL}) ({grown(f'{STAGE}_count{{{selector}}}', window)})",
-        window,
-        STAGE_LABEL,
-    )
-    stage_sums = _by_label(
-        client,
-        f"sum by ({STAGE_LABEL}) ({grown(f'{STAGE}_sum{{{selector}}}', window)})",
-        window,
-        STAGE_LABEL,
-    )
-    stage_buckets = _buckets(client, STAGE, selector, window, STAGE_LABEL)
+
+def report_from_histograms(
+    histograms: Histograms,
+    *,
+    source: str,
+    service: str | None = None,
+    filters: dict[str, str] | None = None,
+    origin: dict[str, Any] | None = None,
+) -> Report:
+    """The stage table of summed histograms: means from the sums, percentiles as
+    ``histogram_quantile`` reads the buckets, a stage's requests without it as zeros.
+    ``origin`` (kept as the report's ``figures_from``) gains the bucket layout and bounds, and
+    the bucket each figure fell in."""
+    origin = {} if origin is None else origin
+    end_buckets = histograms.end_to_end
+    if end_buckets is None or end_buckets.count <= 0:
+        return _empty_report(source, service)
+    requests = end_buckets.count
+    total = round(requests)
+    end_to_end, resolution = _distribution(end_buckets, end_buckets.total_sum / requests, total)
+    origin["layout"] = end_buckets.layout
+    origin["bucket_bounds"] = [b for b in end_buckets.bounds if math.isfinite(b)]
+    origin["resolution"] = {"end_to_end": resolution, "stages": {}}
+    kept: dict[str, Buckets] = {END_TO_END: end_buckets}
+
     stages: dict[str, StageSummary] = {}
     for stage in sc.STAGES:  # vocabulary order, as the report's columns
-        buckets = stage_buckets.get(stage)
-        with_time = stage_counts.get(stage, 0.0)
-        if buckets is None or with_time <= 0 or stage_sums.get(stage, 0.0) <= 0:
+        buckets = histograms.stages.get(stage)
+        if buckets is None or buckets.count <= 0 or buckets.total_sum <= 0:
             continue
-        zeros = max(requests - buckets.count, 0.0)
-        mean = stage_sums[stage] / requests
-        distribution, stage_resolution = _distribution(buckets.with_zeros(zeros), mean, total)
+        with_zeros = buckets.with_zeros(max(requests - buckets.count, 0.0))
+        mean = buckets.total_sum / requests
+        distribution, stage_resolution = _distribution(with_zeros, mean, total)
         share = mean / end_to_end.mean if end_to_end.mean > 0 else 0.0
-        stages[stage] = StageSummary(distribution, share, round(with_time))
-        origin["resolution"][stage] = stage_resolution
+        stages[stage] = StageSummary(distribution, share, round(buckets.count))
+        origin["resolution"]["stages"][stage] = stage_resolution
+        kept[stage] = with_zeros
 
     ttft = None
-    ttft_buckets = _buckets(client, TTFT, selector, window, None).get("")
+    ttft_buckets = histograms.ttft
     if ttft_buckets is not None and ttft_buckets.count > 0:
-        ttft_sum = sum(
-            _by_label(
-                client, f"sum({grown(f'{TTFT}_sum{{{selector}}}', window)})", window, None
-            ).values()
-        )
         ttft, origin["resolution"]["ttft"] = _distribution(
-            ttft_buckets, ttft_sum / ttft_buckets.count, round(ttft_buckets.count)
+            ttft_buckets,
+            ttft_buckets.total_sum / ttft_buckets.count,
+            round(ttft_buckets.count),
         )
 
     bottleneck = None
@@ -301,9 +328,9 @@ def report_from_prometheus(
         bottleneck = Bottleneck(
             top, stages[top].share, advise_stage(_figures(top, stages[top]), Evidence())
         )
-    report = Report(
-        source=f"prometheus {url}",
-        service=filters.service,
+    return Report(
+        source=source,
+        service=service,
         traces=total,
         end_to_end=end_to_end,
         stages=stages,
@@ -312,20 +339,17 @@ def report_from_prometheus(
         tail=None,
         slowest=[],
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        filters={
-            key: value
-            for key, value in ((ROUTE_LABEL, filters.route), (MODEL_LABEL, filters.model))
-            if value
-        },
+        filters=dict(filters or {}),
         warnings=[],
+        histograms=kept,
+        figures_from=origin,
     )
-    return report, origin
 
 
-def _empty_report(url: str, filters: Filters) -> Report:
+def _empty_report(source: str, service: str | None) -> Report:
     return Report(
-        source=f"prometheus {url}",
-        service=filters.service,
+        source=source,
+        service=service,
         traces=0,
         end_to_end=None,
         stages={},

@@ -17,6 +17,7 @@ from typing import Any
 
 from llmtrace._urls import jaeger_trace_url
 from llmtrace.analysis.advice import Evidence
+from llmtrace.analysis.histograms import Buckets
 from llmtrace.analysis.stats import Distribution
 
 SCHEMA = "llmtrace.report/1"
@@ -266,6 +267,11 @@ class Report:
     # The requests that show each row, keyed by stage and END_TO_END: for a stage, those where it
     # took longest; for END_TO_END, the slowest at or above the end-to-end P95.
     exemplars: dict[str, list[TraceExemplar]] = field(default_factory=dict)
+    # A report read from histograms (Prometheus) instead of traces: each row's summed histogram,
+    # keyed like ``exemplars`` (a stage's with its requests without the stage as zeros), which
+    # ``compare`` tests; and where its figures came from (source, window, the bucket of each).
+    histograms: dict[str, Buckets] = field(default_factory=dict)
+    figures_from: dict[str, Any] | None = None
 
     @property
     def bottleneck_exemplars(self) -> list[TraceExemplar]:
@@ -340,6 +346,16 @@ class Report:
             "groups": None
             if self.grouping is None
             else {value: group.to_json() for value, group in self.grouping.groups.items()},
+            **self._histograms_json(),
+        }
+
+    def _histograms_json(self) -> dict[str, Any]:
+        """``histograms`` and ``figures_from``, in a report read from histograms only."""
+        if not self.histograms and self.figures_from is None:
+            return {}
+        return {
+            "histograms": {row: buckets.to_json() for row, buckets in self.histograms.items()},
+            "figures_from": self.figures_from,
         }
 
     @classmethod
@@ -422,6 +438,11 @@ class Report:
                 str(k): int(v) for k, v in (data.get("instrumentations") or {}).items()
             },
             unassigned_spans=int(data.get("unassigned_spans", 0)),
+            histograms={
+                str(row): Buckets.from_json(buckets)
+                for row, buckets in (data.get("histograms") or {}).items()
+            },
+            figures_from=data.get("figures_from"),
         )
 
 

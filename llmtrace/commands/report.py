@@ -349,10 +349,6 @@ def run(args: argparse.Namespace) -> int:
         from llmtrace.analysis.render.json import report_json
 
         text = report_json(report)
-        if origin is not None:
-            import json
-
-            text = json.dumps({**json.loads(text), "figures_from": origin}, indent=2)
         if args.output:
             Path(args.output).write_text(text + "\n", encoding="utf-8")
         else:

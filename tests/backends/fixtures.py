@@ -382,7 +382,7 @@ def new_prometheus(
     binary: Path, config: Path, targets: list[str], log_dir: Path, port: int | None = None
 ) -> tuple[BackendProcess, str]:
     """A Prometheus (not started yet) on ``config`` scraping ``targets`` every second, with its
-    OTLP receiver on; and its URL. Only the scrape targets and interval of ``config`` change."""
+    OTLP receiver and native histograms on; and its URL. Only the scrape targets and interval of ``config`` change."""
     import yaml  # here: this plugin loads in every run, the lowest-versions one without PyYAML
 
     if port is None:
@@ -401,6 +401,8 @@ def new_prometheus(
             f"--storage.tsdb.path={log_dir / f'prometheus-data-{port}'}",
             f"--web.listen-address={LOOPBACK}:{port}",
             "--web.enable-otlp-receiver",
+            # as docker-compose.yml: exponential histograms arrive as native histograms
+            "--enable-feature=native-histograms",
         ],
         {},
         f"{url}/-/ready",

@@ -265,6 +265,10 @@ def test_fleet_breakdown_from_prometheus_matches_the_complete_file(
     assert comparison["baseline"]["traces"] == comparison["candidate"]["traces"] == REQUESTS
     retrieval = comparison["series"]["retrieval"]["p50"]
     assert retrieval["baseline"] == retrieval["candidate"] == slow["stages"]["retrieval"]["p50"]
+    # judged from the histograms (test_fleet_compare.py has windows that differ)
+    assert comparison["method"]["figures"] == "histograms"
+    for row in comparison["series"].values():
+        assert row["verdict"] == row["mean"]["verdict"] == "no significant change"
     # an earlier window, before any request: said in one line, not a traceback
     done = stack.llmtrace_cli(
         "compare",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llmtrace._urls import is_web_url
@@ -9,12 +10,13 @@ from llmtrace.analysis.compare import (
     COMPARED,
     END_TO_END,
     NOT_ENOUGH_DATA,
+    BucketedFigures,
     Comparison,
     RunSide,
     SettingChange,
 )
 from llmtrace.analysis.report_model import TraceExemplar
-from llmtrace.analysis.units import format_seconds
+from llmtrace.analysis.units import format_seconds, format_share
 
 _SETTING_LABELS = {"question_set": "question set"}
 HASH_DIGITS = 12
@@ -80,7 +82,10 @@ METHOD_NOTE = (
 
 
 def method_note(comparison: Comparison) -> str:
-    """How the verdicts were reached: the rows' test depends on whether the runs were paired."""
+    """How the verdicts were reached: the rows' test depends on whether the runs were paired,
+    or were histograms."""
+    if comparison.bucketed is not None:
+        return bucketed_note(comparison.bucketed)
     if comparison.paired_questions is None:
         return METHOD_NOTE
     return (
@@ -123,3 +128,18 @@ def slowest_traces_heading(p95: float | None) -> str:
 def changed_row_heading(name: str, verdict: str) -> str:
     """``generation slower: where it took longest in each run``."""
     return f"{row_name(name)} {verdict}: where it took longest in each run"
+
+
+def bucketed_note(bucketed: BucketedFigures) -> str:
+    """What a comparison of histograms can say: its figures came from buckets this wide."""
+    sides = [
+        f"{layout} buckets about {format_share(width)} wide" if math.isfinite(width) else layout
+        for layout, width in zip(bucketed.layouts, bucketed.relative_widths, strict=True)
+    ]
+    widths = sides[0] if sides[0] == sides[1] else f"{sides[0]} before, {sides[1]} after"
+    return (
+        f"Figures from histograms ({widths} where the requests fell): "
+        "a percentile is known only to within its bucket. Verdicts: a two-sided permutation "
+        "test at 5% over the requests' buckets (the row's on ranks with ties), and a change of "
+        "at least 1 ms and 5% of the baseline; the interval holds the buckets' width."
+    )

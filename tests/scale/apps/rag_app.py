@@ -2,11 +2,12 @@
 
 Usage: python rag_app.py REQUESTS RETRIEVAL_MS [ERROR_EVERY]
 Each request: a workflow root, an embedding (5 ms), a retrieval (RETRIEVAL_MS), a model call
-with its first token 20 ms in and 30 ms of generation, and 5 ms of post-processing. Every
+with its first token 20 ms in (APP_FIRST_TOKEN_MS) and 30 ms of generation, and 5 ms of post-processing. Every
 ERROR_EVERY-th request fails in the model call. The endpoint, service name, file path and the
 request metrics options come from the environment (OTEL_*, LLMTRACE_*); APP_TRACE_FILE, when
 set, also writes every span to that file (a complete copy, whatever a collector samples);
-APP_ROUTE names the workflow (the request's name in the metrics; default ask).
+APP_ROUTE names the workflow (the request's name in the metrics; default ask);
+APP_FIRST_TOKEN_MS, the model call's time to its first token (default 20).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ def retrieve(milliseconds: float) -> list[str]:
     return ["a", "b"]
 
 
+FIRST_TOKEN_SECONDS = float(os.environ.get("APP_FIRST_TOKEN_MS", "20")) / 1000
+
+
 @llmtrace.llm(model="tiny-chat", provider="local")
 def answer(fail: bool) -> str:
-    time.sleep(0.02)
+    time.sleep(FIRST_TOKEN_SECONDS)
     llmtrace.mark_first_token()
     if fail:
         raise TimeoutError("the model stopped answering")
