@@ -125,10 +125,16 @@ class Fleet:
 
 
 def run_fleet(
-    node: Node, model_server: ModelServer, directory: Path, otlp: tuple[str, str] | None = None
+    node: Node,
+    model_server: ModelServer,
+    directory: Path,
+    otlp: tuple[str, str] | None = None,
+    middle: str = "node",
 ) -> Fleet:
     """The three services, ``REQUESTS`` requests through them, every process stopped (and so
-    flushed). ``otlp``: (gRPC endpoint, HTTP endpoint) of a Collector to export to as well."""
+    flushed). ``otlp``: (gRPC endpoint, HTTP endpoint) of a Collector to export to as well;
+    ``middle``: the orchestrator in Node.js (``node``) or plain OpenTelemetry Python
+    (``python``, which exports to the Collector only)."""
     directory.mkdir(parents=True, exist_ok=True)
     model_server.configure(first_token_delay=FIRST_TOKEN, token_delay=0.005)
     suffix = uuid.uuid4().hex[:6]
@@ -155,7 +161,18 @@ def run_fleet(
     processes: list[tuple[str, subprocess.Popen[bytes]]] = []
     try:
         for role in ("rag", "orchestrator", "gateway"):
-            if role == "orchestrator":
+            if role == "orchestrator" and middle == "python":
+                assert otlp is not None
+                command = [sys.executable, str(HERE / "plain_service.py"), str(ports[role])]
+                env = {
+                    **os.environ,
+                    "RAG_URL": f"{to_rag.url}/rag",
+                    "POLICY_MS": str(POLICY * 1000),
+                    "OTEL_SERVICE_NAME": names[role],
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": otlp[0],
+                    "SPAN_COUNT_FILE": str(directory / "orchestrator.count"),
+                }
+            elif role == "orchestrator":
                 command = [node.node, str(HERE / "node" / "orchestrator.js")]
                 env = {
                     **os.environ,
@@ -271,6 +288,30 @@ def test_a_node_service_between_two_llmtrace_services_through_the_collector_to_j
     every_span = sum(spans_in_file(path) for path in fleet.directory.glob("*.jsonl"))
     # the orchestrator's spans went to the Collector only: its file is empty
     wait_for_spans(tracing_stack.jaeger_url, gateway, every_span + 2 * REQUESTS)
+    report = build_report(load_traces(tracing_stack.jaeger_url, service=gateway))
+    check_report(report, fleet)
+    check_sums(tracing_stack.jaeger_url, service=gateway)
+
+
+def test_a_plain_opentelemetry_python_service_between_two_llmtrace_services(
+    node: Node,
+    _model_server_process: ModelServer,
+    tracing_stack: Any,
+    tmp_path: Path,
+) -> None:
+    from tests.backends.fixtures import spans_in_file, wait_for_spans
+
+    fleet = run_fleet(
+        node,
+        _model_server_process,
+        tmp_path / "traces",
+        (tracing_stack.otlp_grpc_endpoint, tracing_stack.otlp_http_endpoint),
+        middle="python",
+    )
+    gateway = fleet.names["gateway"]
+    every_span = sum(spans_in_file(path) for path in fleet.directory.glob("*.jsonl"))
+    every_span += int((fleet.directory / "orchestrator.count").read_text())
+    wait_for_spans(tracing_stack.jaeger_url, gateway, every_span)
     report = build_report(load_traces(tracing_stack.jaeger_url, service=gateway))
     check_report(report, fleet)
     check_sums(tracing_stack.jaeger_url, service=gateway)
