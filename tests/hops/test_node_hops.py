@@ -225,12 +225,15 @@ def check_report(report: Report, fleet: Fleet) -> None:
     orchestrator = report.services[names["orchestrator"]]
     own = orchestrator.stages["other"].distribution
     assert POLICY <= own.p50 < POLICY + 0.030
+    # What the wire took, and a few ms per crossing: the proxies forward from threads, and a
+    # server starts its span after parsing the request and ends it after its last write, which a
+    # busy machine stretches now and then (so the median, and a margin). The orchestrator's own
+    # 250 ms, counted as network before, is far outside it.
     network = report.stages["network"].distribution
-    # what the proxies added, and their own forwarding and loopback: a few ms per crossing
-    assert NETWORK <= network.p50 < NETWORK + 0.020
+    assert NETWORK - 0.005 <= network.p50 < NETWORK + 0.040
     # the orchestrator's part of the network: its hop to the RAG service, outside the RAG's span
     hop = orchestrator.stages["network"].distribution
-    assert 2 * WIRE <= hop.p50 < 2 * WIRE + 0.010
+    assert 2 * WIRE - 0.005 <= hop.p50 < 2 * WIRE + 0.025
     rag = report.services[names["rag"]]
     assert RETRIEVAL <= rag.stages["retrieval"].distribution.p50 < RETRIEVAL + 0.020
     assert FIRST_TOKEN <= rag.stages["ttft"].distribution.p50 < FIRST_TOKEN + 0.030
@@ -239,7 +242,7 @@ def check_report(report: Report, fleet: Fleet) -> None:
     assert rag.stages.get("network") is None or rag.stages["network"].distribution.p50 < WIRE
 
 
-def check_sums(source: str, **filters: Any) -> None:
+def check_traces(source: str, **filters: Any) -> None:
     """Each trace's stages add up to its end-to-end time, by stage and by service alike."""
     columns = load_traces(source, **filters).collector.collect(None)
     assert len(columns.durations) == REQUESTS
@@ -267,7 +270,7 @@ def test_a_node_service_between_two_llmtrace_services_from_files(
     source = str(fleet_in_files.directory)
     report = build_report(load_traces(source, service=fleet_in_files.names["gateway"]))
     check_report(report, fleet_in_files)
-    check_sums(source, service=fleet_in_files.names["gateway"])
+    check_traces(source, service=fleet_in_files.names["gateway"])
 
 
 def test_a_node_service_between_two_llmtrace_services_through_the_collector_to_jaeger(
@@ -290,7 +293,7 @@ def test_a_node_service_between_two_llmtrace_services_through_the_collector_to_j
     wait_for_spans(tracing_stack.jaeger_url, gateway, every_span + 2 * REQUESTS)
     report = build_report(load_traces(tracing_stack.jaeger_url, service=gateway))
     check_report(report, fleet)
-    check_sums(tracing_stack.jaeger_url, service=gateway)
+    check_traces(tracing_stack.jaeger_url, service=gateway)
 
 
 def test_a_plain_opentelemetry_python_service_between_two_llmtrace_services(
@@ -314,4 +317,4 @@ def test_a_plain_opentelemetry_python_service_between_two_llmtrace_services(
     wait_for_spans(tracing_stack.jaeger_url, gateway, every_span)
     report = build_report(load_traces(tracing_stack.jaeger_url, service=gateway))
     check_report(report, fleet)
-    check_sums(tracing_stack.jaeger_url, service=gateway)
+    check_traces(tracing_stack.jaeger_url, service=gateway)
