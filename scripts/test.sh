@@ -4,6 +4,8 @@
 #   2. Jaeger v2, its web UI, the OpenTelemetry Collector and Prometheus built from source
 #      (scripts/backends.sh, cached; the UI from ../shared/vendor/ where that holds its source)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
+#   3a. the OpenTelemetry JS packages of the Node.js service in tests/hops (scripts/node_deps.sh:
+#      npm ci from the committed lock, cached)
 #   3b. Debian's CPU torch and a virtualenv with the real sentence-transformers (scripts/torch_venv.sh,
 #      cached); if it cannot be made, the suite goes on and that test fails with the reason
 #   4. Debian's Chromium for the HTML report check and its chromedriver for the Jaeger UI tests
@@ -32,6 +34,8 @@ fi
 bash scripts/backends.sh --with-prometheus >/dev/null
 log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
 bash scripts/peers.sh
+log "OpenTelemetry JS for the Node.js service of tests/hops (scripts/node_deps.sh, npm ci, cached)"
+bash scripts/node_deps.sh >/dev/null
 log "torch virtualenv for the real sentence-transformers test (Debian's python3-torch, cached)"
 bash scripts/torch_venv.sh || log "torch virtualenv unavailable: tests/providers/test_sentence_transformers_real.py will fail with the reason above"
 # chromium-driver is built from chromium's source package: apt keeps the two at one version.

@@ -37,6 +37,14 @@ Pure functions over one ``Trace``. The rules (docs/architecture.md, "How a trace
   on the critical path after it, is ``retry``, with the wait until that sibling: a framework's
   retry (LangChain's ``with_retry``) or fallback (``with_fallbacks``, LiteLLM's router) spent it
   before the call that answered.
+* A hop to another process ends where that process's span begins: a SERVER or CONSUMER span
+  under a CLIENT or PRODUCER span, or under a span of another service (``is_remote``), is that
+  service's time, never ``network``: its own time is ``other`` unless it declares a stage (a
+  service llmtrace does not instrument declares none), and its children are read as anywhere. Its
+  times are on another host's clock, so it is placed in its caller by durations alone, centred in
+  the caller's span (``remote_shift``): the caller's wait beyond the server's span is the hop's
+  network, half before and half after. A CLIENT or PRODUCER span with such a child and no stage of
+  its own (another instrumentation's HTTP client span) is a hop: its own time is ``network``.
 * A call without a first-token time (not streamed) counts entirely as ``ttft``: the client gets
   its first output token together with the last one, so all of it was time to first token. The
   exception is a joined server span that says when the server produced its first token; then
@@ -47,13 +55,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from llmtrace import semconv as sc
-from llmtrace.analysis.model import KIND_SERVER, NANOS, Span, Trace
+from llmtrace.analysis.model import (
+    KIND_CLIENT,
+    KIND_CONSUMER,
+    KIND_PRODUCER,
+    KIND_SERVER,
+    NANOS,
+    Span,
+    Trace,
+)
 
 _STAGES = frozenset(sc.STAGES)
+_REMOTE_KINDS = (KIND_SERVER, KIND_CONSUMER)
+_CALLER_KINDS = (KIND_CLIENT, KIND_PRODUCER)
 _MODEL_OPERATIONS = frozenset({sc.OP_CHAT, sc.OP_TEXT_COMPLETION, sc.OP_GENERATE_CONTENT})
 _ROOT_STAGE = "other"
 _TRANSPORT_PHASES = (sc.HTTP_CONNECT, sc.HTTP_TLS, sc.HTTP_REQUEST_SENT)
@@ -102,17 +120,19 @@ class ServerTimings:
 
 @dataclass(slots=True)
 class Segment:
-    """A stretch of the critical path: ``stage`` from ``start`` to ``end`` (unix ns)."""
+    """A stretch of the critical path: ``stage`` from ``start`` to ``end`` (unix ns on the root's
+    clock), in span ``span`` of service ``service``."""
 
     stage: str
     start: int
     end: int
     span: str = ""
+    service: str | None = None
 
 
-# A stretch of the critical path as the walk emits it: (start, end, stage, span name). Cheaper to
-# make than a Segment, and tuples sort by their start.
-Stretch = tuple[int, int, str, str]
+# A stretch of the critical path as the walk emits it: (start, end, stage, span). Cheaper to make
+# than a Segment, and tuples sort by their start (never equal: the stretches do not overlap).
+Stretch = tuple[int, int, str, Span]
 
 
 @dataclass(slots=True)
@@ -336,6 +356,39 @@ def _clamp(value: float, high: float) -> float:
     return high if value > high else value
 
 
+def is_remote(span: Span, parent: Span) -> bool:
+    """Whether ``span`` is another process's record of its caller's request: a SERVER or CONSUMER
+    span under a CLIENT or PRODUCER span, or under a span of another service. Its times are on
+    that process's clock, and its time is that service's, never the caller's network."""
+    return span.kind in _REMOTE_KINDS and (
+        parent.kind in _CALLER_KINDS or span.service != parent.service
+    )
+
+
+def remote_stage(declared: str) -> str:
+    """The stage of a remote span's own time, given the stage it declares or would inherit: a
+    server's time is never ``network`` (a service llmtrace does not see inherits its caller's)."""
+    return _ROOT_STAGE if declared == "network" else declared
+
+
+def remote_shift(span: Span, caller_start: int, caller_end: int) -> int:
+    """Nanoseconds that place a remote span (and its subtree) on its caller's clock, by durations
+    alone: centred in the caller's span [caller_start, caller_end), so the caller's wait beyond
+    the server's span (the hop's network) falls half before it and half after. Timestamps of two
+    hosts are never compared."""
+    return caller_start + ((caller_end - caller_start) - (span.end - span.start)) // 2 - span.start
+
+
+def is_hop(span: Span) -> bool:
+    """A CLIENT or PRODUCER span without a stage of its own (another instrumentation's HTTP client
+    span) with a remote span under it: its own time is the transport, ``network``."""
+    return (
+        span.kind in _CALLER_KINDS
+        and _STAGE_KEY not in span.attributes
+        and any(is_remote(child, span) for child in span.children)
+    )
+
+
 def _emit_model_call(
     span: Span,
     low: int,
@@ -343,12 +396,12 @@ def _emit_model_call(
     out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
     totals: dict[str, int] | None,
+    shift: int = 0,
 ) -> None:
     phases = model_phases(span)
     if phases_seen is not None:
         phases_seen[id(span)] = phases
-    name = span.name
-    boundary = span.start
+    boundary = span.start + shift
     for stage, seconds in (
         ("retry", phases.retry),
         ("network", phases.network),
@@ -364,20 +417,22 @@ def _emit_model_call(
         end = boundary if boundary < high else high
         if end > start:
             if totals is None:
-                out.append((start, end, stage, name))
+                out.append((start, end, stage, span))
             else:
                 totals[stage] = totals.get(stage, 0) + (end - start)
     # generation: the rest, to the call's end
     start = boundary if boundary > low else low
-    end = span.end if span.end < high else high
+    span_end = span.end + shift
+    end = span_end if span_end < high else high
     if end > start:
         if totals is None:
-            out.append((start, end, "generation", name))
+            out.append((start, end, "generation", span))
         else:
             totals["generation"] = totals.get("generation", 0) + (end - start)
 
 
 _end_time = attrgetter("end")
+_stretch_start = itemgetter(0)
 
 # A sibling covering at least WRAPPED_NUMERATOR / WRAPPED_DENOMINATOR of a stage-less leaf is what
 # the leaf wraps (see wrapped_by_sibling). Integers, so that both readers compare exactly.
@@ -398,20 +453,30 @@ def claims_no_stage(span: Span) -> bool:
 
 
 def wrapped_by_sibling(
-    ordered: Sequence[Span], first: int, start: int, end: int, cursor: int
+    ordered: Sequence[Span],
+    first: int,
+    start: int,
+    end: int,
+    cursor: int,
+    placed: Sequence[tuple[int, int]] | None = None,
 ) -> bool:
     """Whether a sibling from ``ordered[first:]`` (the leaf's siblings ending no later than it,
     latest first) covers at least nine tenths of the leaf's stretch [start, end), the part of the
     leaf before ``cursor`` (the parent's stretch not yet explained), and has a stage or spans
     under it: a sibling that is itself a stage-less leaf explains no more than the leaf does.
-    (Indices, not a slice: the walk asks for every stage-less leaf it meets.)"""
+    (Indices, not a slice: the walk asks for every stage-less leaf it meets.) ``placed``, when
+    given, holds each sibling's (start, end) on the walk's clock (see ``remote_shift``)."""
     length = end - start
     for index in range(first, len(ordered)):
         sibling = ordered[index]
-        sibling_end = sibling.end if sibling.end < cursor else cursor
+        if placed is None:
+            sibling_start, sibling_end = sibling.start, sibling.end
+        else:
+            sibling_start, sibling_end = placed[index]
+        if sibling_end > cursor:
+            sibling_end = cursor
         if (sibling_end - start) * WRAPPED_DENOMINATOR < length * WRAPPED_NUMERATOR:
             return False  # this sibling and the earlier-ending rest cover too little
-        sibling_start = sibling.start
         if sibling_start >= cursor:
             continue  # after the stretch explained so far, as the walk skips it
         if not sibling.children and claims_no_stage(sibling):
@@ -442,7 +507,11 @@ def failed_attempt(span: Span) -> bool:
 class _Frame:
     """A span with children on the critical path: its children by end time (latest first), the
     next one to look at, how far back from its end its stretch is explained, and where that
-    stretch ended (the cursor is below it once a child was on the path)."""
+    stretch ended (the cursor is below it once a child was on the path).
+
+    ``placed`` and ``shifts``, when the span or a child of it is on another clock than the root
+    (``remote_shift``), hold each child's (start, end) on the root's clock and the shift that put
+    it there; None otherwise (most spans), and the children's own times are used."""
 
     span: Span
     low: int
@@ -451,6 +520,8 @@ class _Frame:
     next: int
     cursor: int
     high: int
+    placed: list[tuple[int, int]] | None = None
+    shifts: list[int] | None = None
 
 
 def _enter(
@@ -461,32 +532,78 @@ def _enter(
     out: list[Stretch],
     phases_seen: dict[int, ModelPhases] | None,
     totals: dict[str, int] | None,
+    shift: int = 0,
+    remote: bool = False,
 ) -> _Frame | None:
     """Enter ``span`` on the stretch [low, high): a model call or a leaf is emitted at once, a span
-    with children becomes a frame to walk."""
+    with children becomes a frame to walk. ``shift`` places the span's times on the root's clock;
+    ``remote``: the span is another process's (``is_remote``)."""
     attributes = span.attributes
     declared = attributes.get(_STAGE_KEY)
     if declared is None:
         stage = inherited
         if _is_unstaged_model_call(attributes):
-            _emit_model_call(span, low, high, out, phases_seen, totals)
+            _emit_model_call(span, low, high, out, phases_seen, totals, shift)
             return None
     elif declared in _MODEL_CALL_STAGES:
         # The client's own measurements divide the call; children (HTTP spans, the server's
         # span on another clock) are already accounted for by those durations.
-        _emit_model_call(span, low, high, out, phases_seen, totals)
+        _emit_model_call(span, low, high, out, phases_seen, totals, shift)
         return None
     else:
         stage = declared if declared in _STAGES else _ROOT_STAGE
+    if remote:
+        stage = remote_stage(stage)
     children = span.children
     if not children:
         if totals is None:
-            out.append((low, high, stage, span.name))
+            out.append((low, high, stage, span))
         else:
             totals[stage] = totals.get(stage, 0) + (high - low)
         return None
-    ordered = sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
-    return _Frame(span, low, stage, ordered, 0, high, high)
+    for child in children:
+        if child.kind in _REMOTE_KINDS and is_remote(child, span):
+            break
+    else:
+        if not shift:  # one clock for the span and its children (most spans)
+            ordered = (
+                sorted(children, key=_end_time, reverse=True) if len(children) > 1 else children
+            )
+            return _Frame(span, low, stage, ordered, 0, high, high)
+        return _placed_frame(span, low, high, stage, shift)
+    if declared is None and span.kind in _CALLER_KINDS:
+        stage = "network"  # a hop (is_hop): the caller's wait outside the server's span
+    return _placed_frame(span, low, high, stage, shift)
+
+
+def _placed_frame(span: Span, low: int, high: int, stage: str, shift: int) -> _Frame:
+    """A frame whose children are placed on the root's clock: by ``shift`` as the span is, or by
+    their own ``remote_shift`` when they are remote; ordered by their placed end, latest first."""
+    caller_start = span.start + shift
+    caller_end = span.end + shift
+    rows = []
+    for child in span.children:
+        if child.kind in _REMOTE_KINDS and is_remote(child, span):
+            child_shift = remote_shift(child, caller_start, caller_end)
+        else:
+            child_shift = shift
+        rows.append((child.end + child_shift, child.start + child_shift, child_shift, child))
+    rows.sort(key=_placed_end, reverse=True)  # stable, as the unplaced sort by end
+    return _Frame(
+        span,
+        low,
+        stage,
+        [row[3] for row in rows],
+        0,
+        high,
+        high,
+        [(row[1], row[0]) for row in rows],
+        [row[2] for row in rows],
+    )
+
+
+def _placed_end(row: tuple[int, int, int, Span]) -> int:
+    return row[0]
 
 
 def _walk_critical_path(
@@ -501,7 +618,7 @@ def _walk_critical_path(
     time no such child covers is the parent's own. A loop, not recursion: span trees can be
     deeper than Python's recursion limit.
 
-    Each stretch of the path goes to ``out`` as (start, end, stage, span name), or, with
+    Each stretch of the path goes to ``out`` as (start, end, stage, span), or, with
     ``totals``, only its length is added to its stage's there: a caller that needs the totals
     alone saves making each stretch and summing them afterwards (at every emission, the two
     forms side by side)."""
@@ -518,15 +635,19 @@ def _walk_critical_path(
         cursor = frame.cursor
         low = frame.low
         stage = frame.stage
-        name = frame.span.name
+        parent = frame.span
+        placed = frame.placed
         entered = None
         while index < count and cursor > low:
             child = ordered[index]
+            if placed is None:
+                child_start = child.start
+                child_end = child.end
+            else:
+                child_start, child_end = placed[index]
             index += 1
-            child_start = child.start
             if child_start >= cursor:
                 continue  # entirely after the stretch already explained: concurrent work
-            child_end = child.end
             if child_end > cursor:
                 child_end = cursor
             if child_end <= low:
@@ -540,35 +661,47 @@ def _walk_critical_path(
                 leaf
                 and index < count
                 and claims_no_stage(child)
-                and wrapped_by_sibling(ordered, index, child_start, child_end, cursor)
+                and wrapped_by_sibling(ordered, index, child_start, child_end, cursor, placed)
             ):
                 continue  # structure beside the work it wraps: passed over for that work
             if cursor < frame.high and failed_attempt(child):
                 # Superseded: the attempt and the wait after it, until the sibling already on
                 # the path, were lost to a retry or a fallback.
                 if totals is None:
-                    out.append((child_start, cursor, "retry", child.name))
+                    out.append((child_start, cursor, "retry", child))
                 else:
                     totals["retry"] = totals.get("retry", 0) + (cursor - child_start)
                 cursor = child_start
                 continue
             if child_end < cursor:
                 if totals is None:
-                    out.append((child_end, cursor, stage, name))
+                    out.append((child_end, cursor, stage, parent))
                 else:
                     totals[stage] = totals.get(stage, 0) + (cursor - child_end)
             cursor = child_start
-            if leaf:
+            remote = child.kind in _REMOTE_KINDS and is_remote(child, parent)
+            if leaf and not remote:
                 declared = child.attributes.get(_STAGE_KEY)
                 if declared is not None and declared not in _MODEL_CALL_STAGES:
                     # a leaf with a stage of its own (most children): what _enter would emit
                     own = declared if declared in _STAGES else _ROOT_STAGE
                     if totals is None:
-                        out.append((child_start, child_end, own, child.name))
+                        out.append((child_start, child_end, own, child))
                     else:
                         totals[own] = totals.get(own, 0) + (child_end - child_start)
                     continue
-            entered = _enter(child, child_start, child_end, stage, out, phases_seen, totals)
+            shifts = frame.shifts
+            entered = _enter(
+                child,
+                child_start,
+                child_end,
+                stage,
+                out,
+                phases_seen,
+                totals,
+                0 if shifts is None else shifts[index - 1],
+                remote,
+            )
             if entered is not None:
                 break
         if entered is not None:
@@ -579,7 +712,7 @@ def _walk_critical_path(
         # every child looked at: the rest of the stretch is the span's own time
         if cursor > low:
             if totals is None:
-                out.append((low, cursor, stage, name))
+                out.append((low, cursor, stage, parent))
             else:
                 totals[stage] = totals.get(stage, 0) + (cursor - low)
         stack.pop()
@@ -606,8 +739,11 @@ def critical_path(trace: Trace, phases_seen: dict[int, ModelPhases] | None = Non
     by ``id(span)``), so a caller that needs them too does not compute them twice.
     """
     stretches = _stretches(trace, phases_seen)
-    stretches.sort()  # by start: stretches never share one (each is a non-empty part of the root)
-    return [Segment(stage, start, end, name) for start, end, stage, name in stretches]
+    # by start: stretches never share one (each is a non-empty part of the root)
+    stretches.sort(key=_stretch_start)
+    return [
+        Segment(stage, start, end, span.name, span.service) for start, end, stage, span in stretches
+    ]
 
 
 def stage_nanos(trace: Trace, phases_seen: dict[int, ModelPhases] | None = None) -> dict[str, int]:

@@ -23,6 +23,9 @@ from llmtrace.errors import SourceError
 # The request context ``llmtrace.context()`` sets on every span of a request: the root span
 # carries it, so filtering and grouping read the root alone.
 REQUEST_KEYS = (sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID)
+# The service of spans whose resource names none (OpenTelemetry SDKs name theirs
+# "unknown_service" then, so a user meets the same words in Jaeger).
+UNNAMED_SERVICE = "unknown_service"
 
 
 @dataclass(slots=True)
@@ -66,6 +69,8 @@ class TraceColumns:
     # stage was found for (``analysis.conventions``)
     families: dict[str, int] = field(default_factory=dict)
     unassigned_spans: int = 0
+    # the critical path by service: service -> stage -> seconds per trace (stages with any time)
+    services: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 class Collector(Protocol):
@@ -85,6 +90,26 @@ def stage_columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
     """One column per stage with time in any row, in vocabulary order; absent stages are 0."""
     present = {stage for row in rows for stage, seconds in row.items() if seconds > 0}
     return {stage: [row.get(stage, 0.0) for row in rows] for stage in sc.STAGES if stage in present}
+
+
+def service_columns(
+    cells: list[tuple[str | None, str, int, float]], count: int
+) -> dict[str, dict[str, list[float]]]:
+    """Columns of the critical path by service from (service, stage, trace index, seconds)
+    cells: services by name, their stages in vocabulary order, 0 where a trace spent none."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for service, stage, index, seconds in cells:
+        if seconds > 0:
+            stages = found.setdefault(service or UNNAMED_SERVICE, {})
+            column = stages.get(stage)
+            if column is None:
+                column = stages[stage] = [0.0] * count
+            column[index] += seconds
+    order = {stage: n for n, stage in enumerate(sc.STAGES)}
+    return {
+        service: dict(sorted(found[service].items(), key=lambda item: order[item[0]]))
+        for service in sorted(found)
+    }
 
 
 def check_root_key(key: str) -> str:
@@ -124,6 +149,7 @@ class TraceList:
         unclaimed = acc.unclaimed
         kept: list[Trace] = []
         rows: list[dict[str, float]] = []
+        cells: list[tuple[str | None, str, int, float]] = []
         for trace in self._traces:
             facts = root_facts(trace)
             if facts.warmup:
@@ -133,12 +159,17 @@ class TraceList:
                 continue
             phases: dict[int, ModelPhases] = {}
             stages: dict[str, float] = {}
+            by_service: dict[tuple[str | None, str], float] = {}
             for segment in critical_path(trace, phases):
                 seconds = (segment.end - segment.start) / NANOS
                 stage = segment.stage
                 stages[stage] = stages.get(stage, 0.0) + seconds
+                key = (segment.service, stage)
+                by_service[key] = by_service.get(key, 0.0) + seconds
                 if stage == "other":
                     unclaimed[segment.span] = unclaimed.get(segment.span, 0.0) + seconds
+            index = len(rows)
+            cells.extend((service, stage, index, s) for (service, stage), s in by_service.items())
             acc.sink.add_trace(trace, phases)
             kept.append(trace)
             rows.append(stages)
@@ -152,6 +183,7 @@ class TraceList:
             if group_by is not None:
                 groups.append(root_text(trace, group_by))
         acc.columns = stage_columns(rows)
+        acc.services = service_columns(cells, len(rows))
         if group_by is not None:
             acc.groups = groups
         acc.orphans = sum(1 for trace in kept if trace.orphan)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from llmtrace import semconv as sc
 from llmtrace.analysis import conventions
-from llmtrace.analysis.collect import TraceColumns, TraceInfo
+from llmtrace.analysis.collect import TraceColumns, TraceInfo, service_columns
 from llmtrace.analysis.evidence import FactSink, ModelCall
 from llmtrace.analysis.model import Span, Trace
 from llmtrace.analysis.otlp import link_children, stage_name
@@ -114,6 +114,15 @@ class NativeTraces:
             full_trace=lambda i: self.trace(chosen[i]),
             families=dict(families),
             unassigned_spans=unassigned,
+            services=service_columns(
+                [
+                    (service, stage, index, seconds)
+                    for service, stage, column in got.services
+                    for index, seconds in enumerate(column)
+                    if seconds > 0
+                ],
+                len(got.durations),
+            ),
         )
 
     def trace(self, index: int) -> Trace:

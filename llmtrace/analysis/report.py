@@ -17,7 +17,14 @@ from itertools import compress
 from typing import Any
 
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
-from llmtrace.analysis.breakdown import critical_path, declared_stage, is_model_call
+from llmtrace.analysis.breakdown import (
+    critical_path,
+    declared_stage,
+    is_hop,
+    is_model_call,
+    is_remote,
+    remote_stage,
+)
 from llmtrace.analysis.collect import TraceColumns, check_root_key
 from llmtrace.analysis.evidence import ModelCall
 from llmtrace.analysis.model import NANOS, Span, Trace, TraceSet, cyclic_gc_paused
@@ -28,6 +35,7 @@ from llmtrace.analysis.report_model import (
     Grouping,
     ModelUsage,
     Report,
+    ServiceSummary,
     StageSummary,
     Tail,
     TraceExemplar,
@@ -163,16 +171,21 @@ def _tail(durations: list[float], columns: dict[str, list[float]], p95: float) -
 
 
 def effective_stages(root: Span) -> dict[int, str]:
-    """Each span's stage after inheritance (keyed by ``id(span)``); model calls show ``ttft``."""
+    """Each span's stage after inheritance (keyed by ``id(span)``); model calls show ``ttft``, a
+    remote span never ``network``, a hop ``network`` (the rules of ``breakdown``)."""
     result: dict[int, str] = {}
-    stack: list[tuple[Span, str]] = [(root, "other")]
+    stack: list[tuple[Span, str, Span | None]] = [(root, "other", None)]
     while stack:
-        span, inherited = stack.pop()
+        span, inherited, parent = stack.pop()
         stage = declared_stage(span) or inherited
+        if parent is not None and is_remote(span, parent):
+            stage = remote_stage(stage)
+        elif is_hop(span):
+            stage = "network"
         if is_model_call(span):
             stage = "ttft"
         result[id(span)] = stage
-        stack.extend((child, stage) for child in span.children)
+        stack.extend((child, stage, span) for child in span.children)
     return result
 
 
@@ -282,6 +295,8 @@ def build_report(
                 advice.append(f"Slowest 5% ({tail.stage}): {line}")
         advice.extend(advise_caching(evidence))
         bottleneck = Bottleneck(top, stages[top].share, advice)
+        if len(acc.services) > 1:
+            bottleneck.service, bottleneck.service_share = _stage_service(acc.services, top)
     order = sorted(range(len(acc.durations)), key=acc.durations.__getitem__, reverse=True)
     slowest = [_exemplar(acc, i) for i in order[:SLOWEST]]
     report = Report(
@@ -322,6 +337,7 @@ def build_report(
             ttft,
         ),
         exemplars=exemplars(acc, end_to_end.p95 if end_to_end else math.inf),
+        services=_service_summaries(acc.durations, acc.services),
     )
     jaeger = traceset.jaeger_url
     return linked(report, jaeger) if jaeger else report
@@ -393,6 +409,35 @@ def _stage_summaries(
         if traces:
             stages[stage] = StageSummary(summary, share, traces)
     return end_to_end, stages
+
+
+def _service_summaries(
+    durations: list[float], services: dict[str, dict[str, list[float]]]
+) -> dict[str, ServiceSummary]:
+    """Each service's time on the critical path and its stages, the largest share first; none
+    when the paths never leave one service (the stage table says it all then)."""
+    if len(services) < 2:
+        return {}
+    end_to_end, _ = _stage_summaries(durations, {})
+    found: dict[str, ServiceSummary] = {}
+    for name, columns in services.items():
+        _, stages = _stage_summaries(durations, columns)
+        totals = [math.fsum(row) for row in zip(*columns.values(), strict=True)]
+        summary = distribution(totals)
+        if summary is None or not stages:
+            continue
+        share = summary.mean / end_to_end.mean if end_to_end and end_to_end.mean > 0 else 0.0
+        found[name] = ServiceSummary(summary, share, len(totals) - totals.count(0.0), stages)
+    return dict(sorted(found.items(), key=lambda item: (-item[1].share, item[0])))
+
+
+def _stage_service(services: dict[str, dict[str, list[float]]], stage: str) -> tuple[str, float]:
+    """The service that spent most of ``stage``'s time on the critical paths, and its part of
+    that time (ties to the first by name)."""
+    spent = {name: math.fsum(columns.get(stage, ())) for name, columns in services.items()}
+    total = math.fsum(spent.values())
+    name = max(sorted(spent), key=spent.__getitem__)
+    return name, spent[name] / total if total > 0 else 0.0
 
 
 def _grouping(key: str, acc: TraceColumns) -> Grouping:

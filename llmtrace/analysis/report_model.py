@@ -159,6 +159,36 @@ class Bottleneck:
     stage: str
     share: float
     advice: list[str]
+    # where the stage's time was spent when the critical paths cross services: the service
+    # holding most of it, and its part of the stage's time (None, 0.0: one service)
+    service: str | None = None
+    service_share: float = 0.0
+
+
+@dataclass(slots=True)
+class ServiceSummary:
+    """One service's part of the critical path: its time per request, that time's share of the
+    mean end-to-end time, the traces whose path it was on, and its stages (shares of the
+    end-to-end time too, so a service's stages add up to its share)."""
+
+    distribution: Distribution
+    share: float
+    traces: int
+    stages: dict[str, StageSummary]
+
+    def to_json(self) -> dict[str, Any]:
+        data = StageSummary(self.distribution, self.share, self.traces).to_json()
+        data["stages"] = {stage: summary.to_json() for stage, summary in self.stages.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServiceSummary:
+        summary = StageSummary.from_json(data)
+        stages = {
+            str(stage): StageSummary.from_json(item)
+            for stage, item in (data.get("stages") or {}).items()
+        }
+        return cls(summary.distribution, summary.share, summary.traces, stages)
 
 
 @dataclass(slots=True)
@@ -272,6 +302,8 @@ class Report:
     # ``compare`` tests; and where its figures came from (source, window, the bucket of each).
     histograms: dict[str, Buckets] = field(default_factory=dict)
     figures_from: dict[str, Any] | None = None
+    # the critical path by service, largest share first; empty when it never leaves one service
+    services: dict[str, ServiceSummary] = field(default_factory=dict)
 
     @property
     def bottleneck_exemplars(self) -> list[TraceExemplar]:
@@ -298,6 +330,8 @@ class Report:
                 "stage": self.bottleneck.stage,
                 "share": self.bottleneck.share,
                 "advice": list(self.bottleneck.advice),
+                "service": self.bottleneck.service,
+                "service_share": self.bottleneck.service_share,
             },
             "tail": None
             if self.tail is None
@@ -346,6 +380,7 @@ class Report:
             "groups": None
             if self.grouping is None
             else {value: group.to_json() for value, group in self.grouping.groups.items()},
+            "services": {name: summary.to_json() for name, summary in self.services.items()},
             **self._histograms_json(),
         }
 
@@ -394,6 +429,8 @@ class Report:
                 str(bottleneck["stage"]),
                 float(bottleneck["share"]),
                 [str(line) for line in bottleneck.get("advice", [])],
+                None if bottleneck.get("service") is None else str(bottleneck["service"]),
+                float(bottleneck.get("service_share", 0.0)),
             ),
             tail=None
             if not tail
@@ -443,6 +480,10 @@ class Report:
                 for row, buckets in (data.get("histograms") or {}).items()
             },
             figures_from=data.get("figures_from"),
+            services={
+                str(name): ServiceSummary.from_json(item)
+                for name, item in (data.get("services") or {}).items()
+            },
         )
 
 

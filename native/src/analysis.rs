@@ -8,10 +8,11 @@
 //! at the same place; split, each would need a map to the other.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::model::{
-    is_model_call_stage, key, seconds_between, stage_index, Value, GENERATION, KIND_SERVER, LOAD,
-    NANOS, NETWORK, OTHER, QUEUE, RETRY, TTFT,
+    is_model_call_stage, key, seconds_between, stage_index, Value, GENERATION, KIND_CLIENT,
+    KIND_CONSUMER, KIND_PRODUCER, KIND_SERVER, LOAD, NANOS, NETWORK, OTHER, QUEUE, RETRY, TTFT,
 };
 use crate::store::Group;
 
@@ -70,7 +71,8 @@ struct ServerTimings {
 }
 
 /// A span with children being walked: its children by end time, latest first, and how far
-/// back its stretch is explained.
+/// back its stretch is explained. `placed`, when the span or a child is on another clock than
+/// the root (`breakdown.remote_shift`): each child's (start, end, shift) on the root's clock.
 struct Frame {
     span: u32,
     low: i64,
@@ -79,6 +81,43 @@ struct Frame {
     next: usize,
     cursor: i64,
     high: i64,
+    placed: Option<Vec<(i64, i64, i128)>>,
+}
+
+impl Frame {
+    /// Span `span` entered on [low, high), its children not looked at yet.
+    fn new(
+        span: u32,
+        low: i64,
+        high: i64,
+        stage: u8,
+        ordered: Vec<u32>,
+        placed: Option<Vec<(i64, i64, i128)>>,
+    ) -> Frame {
+        Frame {
+            span,
+            low,
+            stage,
+            ordered,
+            next: 0,
+            cursor: high,
+            high,
+            placed,
+        }
+    }
+}
+
+/// A time moved by a shift, kept within 64 bits (only a hostile file's times get near the ends).
+fn shifted(time: i64, shift: i128) -> i64 {
+    (i128::from(time) + shift).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+fn is_remote_kind(kind: u8) -> bool {
+    kind == KIND_SERVER || kind == KIND_CONSUMER
+}
+
+fn is_caller_kind(kind: u8) -> bool {
+    kind == KIND_CLIENT || kind == KIND_PRODUCER
 }
 
 enum Declared {
@@ -120,26 +159,54 @@ impl Group {
         }
     }
 
+    /// `breakdown.is_remote`: span `i` is another process's record of its caller's request.
+    fn is_remote(&self, i: u32, parent: u32) -> bool {
+        let (span, parent) = (self.span(i), self.span(parent));
+        is_remote_kind(span.kind)
+            && (is_caller_kind(parent.kind) || span.service.as_deref() != parent.service.as_deref())
+    }
+
+    /// `breakdown.remote_shift`: what places remote span `i` centred in its caller's span
+    /// [caller_start, caller_end) on the root's clock, by durations alone.
+    fn remote_shift(&self, i: u32, caller_start: i64, caller_end: i64) -> i128 {
+        let span = self.span(i);
+        let room = (i128::from(caller_end) - i128::from(caller_start))
+            - (i128::from(span.end) - i128::from(span.start));
+        i128::from(caller_start) + room.div_euclid(2) - i128::from(span.start)
+    }
+
     /// `breakdown.wrapped_by_sibling`: one of `siblings` (ending no later than the leaf, latest
     /// first) covers at least nine tenths of the leaf's stretch [start, end), the part of the
-    /// leaf before `cursor`, and has a stage or spans under it.
-    fn wrapped_by_sibling(&self, siblings: &[u32], start: i64, end: i64, cursor: i64) -> bool {
+    /// leaf before `cursor`, and has a stage or spans under it. `placed`: the siblings' times on
+    /// the walk's clock, when they were moved there.
+    fn wrapped_by_sibling(
+        &self,
+        siblings: &[u32],
+        placed: Option<&[(i64, i64, i128)]>,
+        start: i64,
+        end: i64,
+        cursor: i64,
+    ) -> bool {
         let length = i128::from(end) - i128::from(start);
-        for &sibling in siblings {
+        for (n, &sibling) in siblings.iter().enumerate() {
             let span = self.span(sibling);
-            let sibling_end = span.end.min(cursor);
+            let (sibling_start, sibling_end) = match placed {
+                Some(placed) => (placed[n].0, placed[n].1),
+                None => (span.start, span.end),
+            };
+            let sibling_end = sibling_end.min(cursor);
             if (i128::from(sibling_end) - i128::from(start)) * WRAPPED_DENOMINATOR
                 < length * WRAPPED_NUMERATOR
             {
                 return false; // this sibling and the earlier-ending rest cover too little
             }
-            if span.start >= cursor {
+            if sibling_start >= cursor {
                 continue; // after the stretch explained so far, as the walk skips it
             }
             if self.children(sibling).is_empty() && self.claims_no_stage(sibling) {
                 continue;
             }
-            let covered = i128::from(sibling_end.min(end)) - i128::from(span.start.max(start));
+            let covered = i128::from(sibling_end.min(end)) - i128::from(sibling_start.max(start));
             if covered * WRAPPED_DENOMINATOR >= length * WRAPPED_NUMERATOR {
                 return true;
             }
@@ -333,12 +400,12 @@ impl Group {
         }
     }
 
-    fn emit_model_call(&self, i: u32, low: i64, high: i64, out: &mut Vec<Segment>) {
+    fn emit_model_call(&self, i: u32, low: i64, high: i64, shift: i128, out: &mut Vec<Segment>) {
         let phases = self.model_phases(i);
         let span = self.span(i);
         // in 128 bits: a phase of a span of a hostile file may run past 64-bit nanoseconds,
         // where Python's integers go on
-        let mut boundary = i128::from(span.start);
+        let mut boundary = i128::from(span.start) + shift;
         for (stage, seconds) in [
             (RETRY, phases.retry),
             (NETWORK, phases.network),
@@ -349,7 +416,7 @@ impl Group {
         ] {
             let phase_start = boundary;
             boundary = if stage == GENERATION {
-                i128::from(span.end)
+                i128::from(span.end) + shift
             } else {
                 boundary + (seconds * NANOS).round_ties_even() as i128
             };
@@ -368,19 +435,25 @@ impl Group {
     }
 
     /// Enter span `i` on the stretch [low, high) of the critical path: a model call or a leaf
-    /// is emitted at once, a span with children becomes a frame to walk.
+    /// is emitted at once, a span with children becomes a frame to walk. `shift` places the
+    /// span's times on the root's clock; `remote`: the span is another process's.
+    #[allow(clippy::too_many_arguments)]
     fn enter(
         &self,
         i: u32,
         low: i64,
         high: i64,
         inherited: u8,
+        shift: i128,
+        remote: bool,
         out: &mut Vec<Segment>,
     ) -> Option<Frame> {
-        let stage = match self.declared(i) {
+        let declared = self.declared(i);
+        let unset = matches!(declared, Declared::Unset);
+        let mut stage = match declared {
             Declared::Unset => {
                 if self.is_unstaged_model_call(i) {
-                    self.emit_model_call(i, low, high, out);
+                    self.emit_model_call(i, low, high, shift, out);
                     return None;
                 }
                 inherited
@@ -388,11 +461,14 @@ impl Group {
             Declared::Model => {
                 // The client's own measurements divide the call; children (HTTP spans, the
                 // server's span on another clock) are already accounted for by them.
-                self.emit_model_call(i, low, high, out);
+                self.emit_model_call(i, low, high, shift, out);
                 return None;
             }
             Declared::Stage(stage) => stage,
         };
+        if remote && stage == NETWORK {
+            stage = OTHER; // a server's time is never its caller's network
+        }
         let children = self.children(i);
         if children.is_empty() {
             out.push(Segment {
@@ -403,19 +479,50 @@ impl Group {
             });
             return None;
         }
-        let mut ordered: Vec<u32> = children.to_vec();
-        if ordered.len() > 1 {
-            ordered.sort_by_key(|child| std::cmp::Reverse(self.span(*child).end));
+        let has_remote = children
+            .iter()
+            .any(|&child| is_remote_kind(self.span(child).kind) && self.is_remote(child, i));
+        if !has_remote && shift == 0 {
+            // one clock for the span and its children (most spans)
+            let mut ordered: Vec<u32> = children.to_vec();
+            if ordered.len() > 1 {
+                ordered.sort_by_key(|child| std::cmp::Reverse(self.span(*child).end));
+            }
+            return Some(Frame::new(i, low, high, stage, ordered, None));
         }
-        Some(Frame {
-            span: i,
-            low,
-            stage,
-            ordered,
-            next: 0,
-            cursor: high,
-            high,
-        })
+        if has_remote && unset && is_caller_kind(self.span(i).kind) {
+            stage = NETWORK; // a hop: the caller's wait outside the server's span
+        }
+        Some(self.placed_frame(i, low, high, stage, shift))
+    }
+
+    /// `breakdown._placed_frame`: the children placed on the root's clock, by `shift` as the
+    /// span is or by their own `remote_shift`, ordered by their placed end, latest first.
+    fn placed_frame(&self, i: u32, low: i64, high: i64, stage: u8, shift: i128) -> Frame {
+        let span = self.span(i);
+        let (caller_start, caller_end) = (shifted(span.start, shift), shifted(span.end, shift));
+        let mut rows: Vec<(u32, (i64, i64, i128))> = self
+            .children(i)
+            .iter()
+            .map(|&child| {
+                let child_shift =
+                    if is_remote_kind(self.span(child).kind) && self.is_remote(child, i) {
+                        self.remote_shift(child, caller_start, caller_end)
+                    } else {
+                        shift
+                    };
+                let rec = self.span(child);
+                let placed = (
+                    shifted(rec.start, child_shift),
+                    shifted(rec.end, child_shift),
+                    child_shift,
+                );
+                (child, placed)
+            })
+            .collect();
+        rows.sort_by_key(|(_, placed)| std::cmp::Reverse(placed.1));
+        let (ordered, placed) = rows.into_iter().unzip();
+        Frame::new(i, low, high, stage, ordered, Some(placed))
     }
 
     /// `_walk_critical_path` without recursion (span trees can be deeper than a thread's stack):
@@ -423,22 +530,26 @@ impl Group {
     /// time no such child covers is the parent's own.
     fn walk(&self, root: u32, low: i64, high: i64, out: &mut Vec<Segment>) {
         let mut stack: Vec<Frame> = Vec::new();
-        stack.extend(self.enter(root, low, high, OTHER, out));
+        stack.extend(self.enter(root, low, high, OTHER, 0, false, out));
         while let Some(frame) = stack.last_mut() {
             let mut descend = None;
             while frame.next < frame.ordered.len() && frame.cursor > frame.low {
                 let child = frame.ordered[frame.next];
-                frame.next += 1;
                 let span = self.span(child);
-                if span.start >= frame.cursor {
+                let (start, end, shift) = match &frame.placed {
+                    Some(placed) => placed[frame.next],
+                    None => (span.start, span.end, 0),
+                };
+                frame.next += 1;
+                if start >= frame.cursor {
                     continue; // entirely after the stretch already explained: concurrent work
                 }
-                let child_end = span.end.min(frame.cursor);
+                let child_end = end.min(frame.cursor);
                 if child_end <= frame.low {
                     frame.next = frame.ordered.len();
                     break;
                 }
-                let child_start = span.start.max(frame.low);
+                let child_start = start.max(frame.low);
                 if child_end <= child_start {
                     continue;
                 }
@@ -446,6 +557,7 @@ impl Group {
                     && self.claims_no_stage(child)
                     && self.wrapped_by_sibling(
                         &frame.ordered[frame.next..],
+                        frame.placed.as_deref().map(|placed| &placed[frame.next..]),
                         child_start,
                         child_end,
                         frame.cursor,
@@ -474,12 +586,13 @@ impl Group {
                     });
                 }
                 frame.cursor = child_start;
-                descend = Some((child, child_start, child_end, frame.stage));
+                let remote = is_remote_kind(span.kind) && self.is_remote(child, frame.span);
+                descend = Some((child, child_start, child_end, frame.stage, shift, remote));
                 break;
             }
             match descend {
-                Some((child, start, end, stage)) => {
-                    stack.extend(self.enter(child, start, end, stage, out))
+                Some((child, start, end, stage, shift, remote)) => {
+                    stack.extend(self.enter(child, start, end, stage, shift, remote, out))
                 }
                 None => {
                     if frame.cursor > frame.low {
@@ -735,6 +848,8 @@ pub struct TraceRow {
     pub selected: usize,
     pub duration: f64,
     pub stages: Vec<(u8, f64)>,
+    /// seconds of the critical path per (service, stage), in the order first met
+    pub services: Vec<(Option<Arc<str>>, u8, f64)>,
     pub facts: RootFacts,
     pub client: ClientTimes,
 }
@@ -781,11 +896,20 @@ pub fn collect<'a>(
             }
         }
         let mut stages: Vec<(u8, f64)> = Vec::with_capacity(8);
+        let mut services: Vec<(Option<Arc<str>>, u8, f64)> = Vec::new();
         for segment in group.critical_path(root) {
             let seconds = seconds_between(segment.start, segment.end);
             match stages.iter_mut().find(|(stage, _)| *stage == segment.stage) {
                 Some(entry) => entry.1 += seconds,
                 None => stages.push((segment.stage, 0.0 + seconds)),
+            }
+            let service = &group.span(segment.span).service;
+            match services
+                .iter_mut()
+                .find(|(s, stage, _)| *stage == segment.stage && s.as_deref() == service.as_deref())
+            {
+                Some(entry) => entry.2 += seconds,
+                None => services.push((service.clone(), segment.stage, 0.0 + seconds)),
             }
             if segment.stage == OTHER {
                 let name = &group.span(segment.span).name;
@@ -803,6 +927,7 @@ pub fn collect<'a>(
             selected,
             duration: group.span(root).duration(),
             stages,
+            services,
             facts,
             client: client_times(group, root),
         });

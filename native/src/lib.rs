@@ -16,6 +16,9 @@ mod store;
 mod testing;
 mod values;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -73,6 +76,9 @@ struct Columns {
     first_events: Vec<Option<f64>>,
     /// the `group_by` attribute of each trace's root (None: not a string, or absent)
     groups: Option<Vec<Option<String>>>,
+    /// (service, stage, seconds per trace) for each service's stages with any time on the
+    /// critical path (service None: the span's resource named none)
+    services: Vec<(Option<String>, &'static str, Vec<f64>)>,
 }
 
 /// One span of a trace, with the fields of `llmtrace.analysis.model.Span`.
@@ -254,11 +260,26 @@ impl TraceStore {
         let (mut orphans, mut started, mut ended) = (0, None::<i64>, None::<i64>);
         let mut groups = Vec::new();
         let (mut first_bytes, mut first_events) = (Vec::new(), Vec::new());
+        let mut services: Vec<(Option<String>, &'static str, Vec<f64>)> = Vec::new();
+        let mut service_of: HashMap<(Option<Arc<str>>, u8), usize> = HashMap::new();
         for (t, row) in collected.rows.into_iter().enumerate() {
             for (stage, seconds) in row.stages {
                 if let Some(column) = columns.get_mut(column_of[stage as usize]) {
                     column.1[t] = seconds;
                 }
+            }
+            for (service, stage, seconds) in row.services {
+                if seconds <= 0.0 {
+                    continue;
+                }
+                let index = *service_of
+                    .entry((service.clone(), stage))
+                    .or_insert_with(|| {
+                        let name = service.as_deref().map(str::to_string);
+                        services.push((name, STAGES[stage as usize], vec![0.0; count]));
+                        services.len() - 1
+                    });
+                services[index].2[t] = seconds;
             }
             let selected = &store.selected[row.selected];
             let root = store.groups[selected.group as usize].span(selected.root);
@@ -326,6 +347,7 @@ impl TraceStore {
             first_bytes,
             first_events,
             groups: group_key.map(|_| groups),
+            services,
         })
     }
 

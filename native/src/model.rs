@@ -574,6 +574,9 @@ pub struct SpanRec {
 }
 
 pub const KIND_SERVER: u8 = 2;
+pub const KIND_CLIENT: u8 = 3;
+pub const KIND_PRODUCER: u8 = 4;
+pub const KIND_CONSUMER: u8 = 5;
 pub const NANOS: f64 = 1e9;
 
 impl SpanRec {

@@ -126,6 +126,26 @@ class TraceWriter:
             name = {"llmtrace__queue__name": "proxy"} if rng.random() < 0.3 else {}
             self._span(trace, server, "wait", inner_start, queued, llmtrace__stage="queue", **name)
 
+    def hop(self, trace: str, parent: str, start: int, end: int, depth: int) -> None:
+        """A call to another service on a skewed clock: a client span (another
+        instrumentation's, or llmtrace's network span), the service's SERVER or CONSUMER span,
+        sometimes longer than the call (clocks run apart), and work under it."""
+        rng = self.rng
+        skew = rng.randint(-5000, 5000) * MS
+        stage = {"llmtrace__stage": "network"} if rng.random() < 0.4 else {}
+        client = self._span(trace, parent, "GET", start, end, kind=rng.choice([3, 3, 4]), **stage)
+        margin = (end - start) // rng.choice([5, 10, 50, -20])
+        inner_start, inner_end = start + margin + skew, end - margin + skew
+        declared = rng.choice(
+            [{}, {}, {"llmtrace__stage": "other"}, {"llmtrace__stage": "network"}]
+        )
+        kind = rng.choice([2, 2, 5, 1])
+        server = self._span(
+            trace, client, "GET /work", inner_start, inner_end, kind=kind, **declared
+        )
+        if inner_end > inner_start + 2 * MS:
+            self.subtree(trace, server, inner_start, inner_end, depth + 1)
+
     def subtree(self, trace: str, parent: str, start: int, end: int, depth: int) -> None:
         rng = self.rng
         cursor = start
@@ -146,6 +166,8 @@ class TraceWriter:
                 )
             if rng.random() < 0.25:
                 self.model_call(trace, parent, child_start, child_end)
+            elif rng.random() < 0.1 and depth < 3 and child_end > child_start + 4 * MS:
+                self.hop(trace, parent, child_start, child_end, depth)
             else:
                 attrs: dict[str, Any] = {}
                 stage = rng.choice([*STAGES, None, None, "no-such-stage"])

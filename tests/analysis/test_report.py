@@ -134,7 +134,7 @@ def test_json_has_the_contract_fields_and_round_trips() -> None:
         assert key in data
     assert set(data["end_to_end"]) >= {"mean", "p50", "p90", "p95", "p99"}
     assert set(data["stages"]["retrieval"]) >= {"mean", "p50", "p90", "p95", "p99", "share"}
-    assert set(data["bottleneck"]) == {"stage", "share", "advice"}
+    assert set(data["bottleneck"]) == {"stage", "share", "advice", "service", "service_share"}
     assert {"stage", "growth"} <= set(data["tail"])
     assert {"trace_id", "duration"} <= set(data["slowest"][0])
     again = Report.from_json(data)

@@ -34,6 +34,7 @@ class Tree:
         stage: str | None = None,
         kind: int = KIND_INTERNAL,
         offset_ns: int = 0,
+        service: str = "svc",
         **attributes: Any,
     ) -> str:
         span_id = f"{next(_ids):016x}"
@@ -48,7 +49,7 @@ class Tree:
             start=at(start) + offset_ns,
             end=0 if end is None else at(end) + offset_ns,
             attributes=attrs,
-            service="svc",
+            service=service,
         )
         return span_id
 

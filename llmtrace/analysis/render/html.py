@@ -26,6 +26,7 @@ from llmtrace.analysis.render.labels import (
     stage_times_text,
 )
 from llmtrace.analysis.render.recognised import recognised_line
+from llmtrace.analysis.render.services import SERVICES_NOTE, SERVICES_TITLE, bottleneck_place
 from llmtrace.analysis.render.user_ttft import user_ttft_lines
 from llmtrace.analysis.report_model import Report, StageSummary, TraceExemplar
 from llmtrace.analysis.stats import Distribution
@@ -242,6 +243,29 @@ def _stage_table(
     return f"<table {attributes}>{head}{''.join(rows)}</table>"
 
 
+def _service_tables(report: Report) -> list[str]:
+    """Each service's time on the critical path, and under it its stages."""
+    if not report.services:
+        return []
+    head = "<tr><th>service / stage</th><th>mean</th><th>P50</th><th>P90</th><th>P95</th><th>P99</th><th>share</th></tr>"
+    rows = []
+    for service, summary in report.services.items():
+        for label, part, tag in [(service, summary, "th")] + [
+            (stage, stage_part, "td") for stage, stage_part in summary.stages.items()
+        ]:
+            d = part.distribution
+            cells = "".join(
+                f"<td>{format_seconds(v)}</td>" for v in (d.mean, d.p50, d.p90, d.p95, d.p99)
+            )
+            name = _esc(label) if tag == "th" else f"&nbsp;&nbsp;{_esc(label)}"
+            rows.append(f"<tr><{tag}>{name}</{tag}>{cells}<td>{format_share(part.share)}</td></tr>")
+    return [
+        f"<h2>{_esc(SERVICES_TITLE)}</h2>",
+        f'<table id="services">{head}{"".join(rows)}</table>',
+        f'<p class="meta">{_esc(SERVICES_NOTE)}</p>',
+    ]
+
+
 def _group_tables(report: Report) -> list[str]:
     grouping = report.grouping
     if grouping is None:
@@ -348,7 +372,8 @@ def render_html(report: Report) -> str:
         advice = "".join(f"<li>{_esc(line)}</li>" for line in report.bottleneck.advice)
         body.append(
             f'<div class="bottleneck" id="bottleneck"><b>Bottleneck: {_esc(report.bottleneck.stage)}</b> — '
-            f"{format_share(report.bottleneck.share)} of the mean end-to-end time<ul>{advice}</ul></div>"
+            f"{format_share(report.bottleneck.share)} of the mean end-to-end time"
+            f"{_esc(bottleneck_place(report.bottleneck))}<ul>{advice}</ul></div>"
         )
     if report.tail:
         tail = report.tail
@@ -364,6 +389,7 @@ def render_html(report: Report) -> str:
         "<h2>Latency by stage</h2>",
         _stage_table(report.stages, report.end_to_end),
         percentile_chart(report),
+        *_service_tables(report),
         *_group_tables(report),
         "<h2>Time to first token</h2>",
         ttft_histogram_chart(report),

@@ -37,6 +37,7 @@ from llmtrace.analysis.render.labels import (
     stage_times_text,
 )
 from llmtrace.analysis.render.recognised import recognised_line
+from llmtrace.analysis.render.services import SERVICES_NOTE, SERVICES_TITLE, bottleneck_place
 from llmtrace.analysis.render.user_ttft import user_ttft_lines
 from llmtrace.analysis.report_model import Report, StageSummary, TraceExemplar
 from llmtrace.analysis.stats import Distribution
@@ -108,6 +109,34 @@ def _print_groups(report: Report, console: Console) -> None:
         )
     if notes:
         console.print("[dim]" + "; ".join(notes) + "[/]", highlight=False)
+
+
+def _service_table(report: Report) -> Table | None:
+    """Each service's time on the critical path, and under it its stages."""
+    if not report.services:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=SERVICES_TITLE, caption=SERVICES_NOTE)
+    # the percentiles alone (the JSON has mean and P99 too): service names are long, and the
+    # table stays readable at 80 columns
+    table.add_column("service / stage", overflow="fold", min_width=15)
+    for name in ("P50", "P90", "P95"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True, style="cyan")
+    for service, summary in report.services.items():
+        rows = [(Text(service, style="bold"), summary.distribution, summary.share, True)]
+        rows += [
+            (Text(f"  {stage}"), part.distribution, part.share, False)
+            for stage, part in summary.stages.items()
+        ]
+        for label, dist, share, bar in rows:
+            table.add_row(
+                label,
+                *(format_seconds(value) for value in (dist.p50, dist.p90, dist.p95)),
+                format_share(share),
+                _share_bar(share) if bar else "",
+            )
+    return table
 
 
 def _traces(count: int) -> str:
@@ -227,6 +256,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
         return
     bottleneck = report.bottleneck.stage if report.bottleneck else None
     console.print(_stage_table(report.stages, report.end_to_end, bottleneck))
+    services = _service_table(report)
+    if services is not None:
+        console.print(services)
     _print_groups(report, console)
     lines = []
     if report.ttft:
@@ -254,6 +286,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
         console.print(
             f"\n[bold]Bottleneck:[/] [bold red]{report.bottleneck.stage}[/] — "
             f"{format_share(report.bottleneck.share)} of the mean end-to-end time"
+            f"{bottleneck_place(report.bottleneck)}"
         )
         console.print(_bullets(report.bottleneck.advice))
         print_traces(

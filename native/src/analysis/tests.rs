@@ -240,3 +240,56 @@ fn a_stage_less_span_with_spans_under_it_keeps_its_stretch() {
         [("other", 90), ("postprocess", 10)]
     );
 }
+
+/// A span of another kind than INTERNAL (`testing::span` writes kind 1).
+fn of_kind(kind: u8, span: String) -> String {
+    span.replacen(r#""kind":1"#, &format!(r#""kind":{kind}"#), 1)
+}
+
+#[test]
+fn a_service_llmtrace_does_not_see_is_its_own_time_and_the_hop_is_placed_by_durations() {
+    // gateway: root 0-400, its network span 5-395; the orchestrator (no stage, its clock 3 s
+    // ahead) 3010-3390 with its own HTTP client span 3270-3385; the RAG service 275-380
+    let gateway = [
+        of_kind(2, span("1", None, "POST /ask", (0, 400), &[stage("other")])),
+        of_kind(
+            3,
+            span("2", Some("1"), "POST", (5, 395), &[stage("network")]),
+        ),
+    ];
+    let orchestrator = [
+        of_kind(2, span("3", Some("2"), "POST /answer", (3010, 3390), &[])),
+        of_kind(3, span("4", Some("3"), "POST", (3270, 3385), &[])),
+    ];
+    let rag = [
+        of_kind(
+            2,
+            span("5", Some("4"), "POST /rag", (275, 380), &[stage("other")]),
+        ),
+        span("6", Some("5"), "search", (280, 330), &[stage("retrieval")]),
+    ];
+    let mut store = Store::default();
+    for (service, spans) in [
+        ("gateway", &gateway[..]),
+        ("orchestrator", &orchestrator[..]),
+        ("rag", &rag[..]),
+    ] {
+        store
+            .read_answer(crate::testing::line(service, spans).as_bytes(), true)
+            .expect("OTLP trace data");
+    }
+    store.assemble(&crate::store::Filters::default());
+    let result = collected(&store, None);
+    let row = &result.rows[0];
+    let mut stages = stage_milliseconds(row);
+    stages.sort();
+    // gateway 10 + orchestrator 265 + RAG 5 + 50 of other; 10 of network per hop
+    assert_eq!(stages, [("network", 20), ("other", 330), ("retrieval", 50)]);
+    let orchestrator_time: f64 = row
+        .services
+        .iter()
+        .filter(|(service, stage, _)| service.as_deref() == Some("orchestrator") && *stage == OTHER)
+        .map(|(_, _, seconds)| seconds)
+        .sum();
+    assert_eq!((orchestrator_time * 1e3).round() as i64, 265);
+}
