@@ -32,9 +32,9 @@ key=$( (
 ) | sha256sum | cut -c1-16)
 BUILT=$CACHE/dist/$key
 if [ -z "${LLMTRACE_REBUILD:-}" ] && [ -f "$BUILT/done" ]; then
-  cp "$BUILT"/llmtrace-*.whl "$BUILT"/llmtrace-*.tar.gz "$OUT"/
+  cp "$BUILT"/llmtrace_otel-*.whl "$BUILT"/llmtrace_otel-*.tar.gz "$OUT"/
   echo "the build of this tree's contents ($key), from $BUILT" >"$OUT/build.log"
-  ls "$OUT"/llmtrace-*.whl "$OUT"/llmtrace-*.tar.gz
+  ls "$OUT"/llmtrace_otel-*.whl "$OUT"/llmtrace_otel-*.tar.gz
   exit 0
 fi
 rm -rf "$SRC"
@@ -58,7 +58,7 @@ export PYO3_PYTHON
 # Kept for the next call on the same contents; the five most recent builds stay.
 rm -rf "$BUILT"
 mkdir -p "$BUILT"
-cp "$OUT"/llmtrace-*.whl "$OUT"/llmtrace-*.tar.gz "$BUILT"/
+cp "$OUT"/llmtrace_otel-*.whl "$OUT"/llmtrace_otel-*.tar.gz "$BUILT"/
 touch "$BUILT/done"
 ls -dt "$CACHE"/dist/*/ | tail -n +6 | xargs -r rm -rf
-ls "$OUT"/llmtrace-*.whl "$OUT"/llmtrace-*.tar.gz
+ls "$OUT"/llmtrace_otel-*.whl "$OUT"/llmtrace_otel-*.tar.gz

@@ -41,6 +41,7 @@ from tests.subprocesses import clean_environment
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+DISTRIBUTION = "llmtrace-otel"
 # Packages of the extras: a plain install has none of them. (requests is not here: the OTLP HTTP
 # exporter depends on it.)
 OPTIONAL = {
@@ -242,8 +243,8 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
         timeout=1200,
     )
     assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = out.glob("llmtrace-*.whl")
-    (sdist,) = out.glob("llmtrace-*.tar.gz")
+    (wheel,) = out.glob("llmtrace_otel-*.whl")
+    (sdist,) = out.glob("llmtrace_otel-*.tar.gz")
     return Dist(wheel, sdist)
 
 
@@ -254,7 +255,7 @@ def installs(dist: Dist) -> dict[str, Install]:
     requirements = {
         "wheel": (str(dist.wheel), dist.wheel),
         "sdist": (str(dist.sdist), dist.sdist),
-        "openai": (f"llmtrace[openai] @ {dist.wheel.as_uri()}", dist.wheel),
+        "openai": (f"{DISTRIBUTION}[openai] @ {dist.wheel.as_uri()}", dist.wheel),
     }
     with ThreadPoolExecutor(len(requirements)) as pool:
         futures = {
@@ -302,14 +303,15 @@ def test_import_llmtrace_loads_no_optional_library_even_when_all_are_installed()
 
 
 def test_the_wheel_carries_the_package_the_native_reader_and_the_metadata(dist: Dist) -> None:
-    assert dist.wheel.name == f"llmtrace-{llmtrace.__version__}-cp311-abi3-linux_x86_64.whl"
+    assert dist.wheel.name == f"llmtrace_otel-{llmtrace.__version__}-cp311-abi3-linux_x86_64.whl"
     with zipfile.ZipFile(dist.wheel) as wheel:
         names = set(wheel.namelist())
         metadata = Parser().parsestr(
-            wheel.read(f"llmtrace-{llmtrace.__version__}.dist-info/METADATA").decode()
+            wheel.read(f"llmtrace_otel-{llmtrace.__version__}.dist-info/METADATA").decode()
         )
     assert {"llmtrace/__init__.py", "llmtrace/py.typed", "llmtrace/_native.pyi"} <= names
     assert "llmtrace/_native.abi3.so" in names
+    assert metadata["Name"] == DISTRIBUTION
     assert metadata["Version"] == llmtrace.__version__
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Requires-Python"] == ">=3.11"
@@ -331,7 +333,8 @@ def test_the_sdist_carries_the_native_reader_s_sources(dist: Dist) -> None:
 
 def test_a_plain_wheel_install_is_small_and_has_no_extra(plain_wheel: Install) -> None:
     assert plain_wheel.added_bytes < PLAIN_INSTALL_MAX_BYTES, plain_wheel.added_bytes
-    assert "llmtrace" in plain_wheel.installed()
+    assert DISTRIBUTION in plain_wheel.installed()
+    assert "llmtrace" not in plain_wheel.installed()  # the unrelated project of that name
     assert not plain_wheel.installed() & OPTIONAL
 
 
@@ -349,7 +352,7 @@ def test_a_plain_wheel_install_runs_help_report_and_demo_s_hint(
     demo = plain_wheel.run("llmtrace", "demo", cwd=tmp_path)
     assert demo.returncode == 2
     assert demo.stderr.count("\n") == 1, demo.stderr
-    assert "pip install 'llmtrace[demo]'" in demo.stderr
+    assert f"pip install '{DISTRIBUTION}[demo]'" in demo.stderr
     doctor = plain_wheel.run("llmtrace", "doctor", "--otlp", "http://127.0.0.1:9", cwd=tmp_path)
     assert doctor.returncode == 1, doctor.stderr
     assert "Traceback" not in doctor.stdout + doctor.stderr
