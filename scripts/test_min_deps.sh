@@ -49,7 +49,7 @@ if [ -z "$wheel" ]; then
   DIST=$CACHE/min-deps-dist
   rm -rf "$DIST"
   bash scripts/build_dist.sh "$DIST" >/dev/null
-  wheel=$(ls "$DIST"/llmtrace_otel-*.whl)
+  wheel=$(ls "$DIST"/llmtrace_otel-*manylinux*_"$(uname -m)".whl)
 fi
 # The pins again: pip must find them consistent with llmtrace's requirements, and keep them.
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
