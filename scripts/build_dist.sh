@@ -45,7 +45,7 @@ mkdir -p "$CACHE" "$OUT"
 
 exec 9>"$CACHE/dist-src.lock"
 flock 9
-INPUTS=(pyproject.toml MANIFEST.in LICENSE README.md llmtrace native)
+INPUTS=(pyproject.toml MANIFEST.in LICENSE README.md CHANGELOG.md llmtrace native)
 key=$( (
   find "${INPUTS[@]}" \( -name target -o -name __pycache__ -o -name '*.egg-info' \) -prune \
     -o -type f ! -name '*.so' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum

@@ -375,6 +375,7 @@ def test_the_sdist_carries_the_native_reader_s_sources(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs", "LICENSE"} <= names
+    assert "CHANGELOG.md" in names
     assert {"llmtrace/_native.pyi", "llmtrace/py.typed", "pyproject.toml"} <= names
     assert not [name for name in names if name.endswith(".so") or "target/" in name]
 
