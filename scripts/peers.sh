@@ -38,6 +38,7 @@ shared_pins() {
   local names="openai anthropic httpx httpx2 langchain-core langchain-openai langgraph llama-index-core
     qdrant-client"
   if [ -x "$ROOT/.venv/bin/python" ]; then
+    # shellcheck disable=SC2086  # one argument per name
     "$ROOT/.venv/bin/python" - $names <<'EOF'
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -113,9 +114,12 @@ log "installing OpenLIT 1.45.0 without its dependencies (pip then lists the ones
 # llmtrace itself is not installed: the benchmarks put the source they measure (this checkout, or
 # a commit's) on PYTHONPATH. An install would build the native reader (setuptools-rust, in place in
 # the checkout), which the overhead figures do not use.
-if "$VENV/bin/python" -m pip --disable-pip-version-check show -q llmtrace >/dev/null 2>&1; then
-  "${PIP[@]}" uninstall -q -y llmtrace
-fi
+# (llmtrace is the distribution's former name, and another project's on PyPI: neither stays.)
+for distribution in llmtrace-otel llmtrace; do
+  if "$VENV/bin/python" -m pip --disable-pip-version-check show -q "$distribution" >/dev/null 2>&1; then
+    "${PIP[@]}" uninstall -q -y "$distribution"
+  fi
+done
 
 log "checking that every configuration imports"
 PYTHONPATH=$ROOT "$VENV/bin/python" - <<'EOF'

@@ -97,6 +97,14 @@ if "$VENV/bin/python" -m pip show -q llmtrace-native >/dev/null 2>&1; then
   "${PIP[@]}" uninstall -q -y llmtrace-native
   rm -f "$VENV/.native-wheel"
 fi
+# The distribution was named llmtrace before it became llmtrace-otel (the name llmtrace on PyPI
+# is another project's). An environment made then still has it: left in place, its entry points
+# would load beside llmtrace-otel's; removed after the install, it would take the llmtrace command
+# both provide with it. So it goes first.
+if "$VENV/bin/python" -m pip show -q llmtrace >/dev/null 2>&1; then
+  log "removing the distribution named llmtrace (llmtrace-otel replaces it)"
+  "${PIP[@]}" uninstall -q -y llmtrace
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/cargo-target}
 PYO3_PYTHON=$("$PY" -c 'import os, sys; print(os.path.realpath(sys._base_executable))')
 export PYO3_PYTHON
@@ -114,7 +122,7 @@ log "  every integration and framework, the demo and the development dependencie
 "$VENV/bin/uv" pip install --compile-bytecode --python "$VENV/bin/python" -c "$CONSTRAINTS" \
   -c requirements/dev.lock --find-links "$LLAMA_WHEEL_DIR" -e ".[all,demo,dev]"
 # pip keeps an installed llama-cpp-python of the same version: make sure it is this build.
-llama_wheel=$(ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)
+llama_wheel=$(find "$LLAMA_WHEEL_DIR" -name 'llama_cpp_python-*.whl' | head -n1)
 if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$llama_wheel" ]; then
   "${PIP[@]}" install -q --force-reinstall --no-deps "$llama_wheel"
   echo "$llama_wheel" > "$VENV/.llama-wheel"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what it needs, then lint, types and pytest.
 #   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
+#   1b. the sdist and the manylinux wheels that tests/packaging installs (scripts/build_dist.sh,
+#      which installs its tools into the cache once; the build is kept, keyed by the tree's
+#      contents): here rather than inside the test, whose 600 s timeout a first build of both
+#      architectures on 2 cores can exceed
 #   2. Jaeger v2, its web UI, the OpenTelemetry Collector and Prometheus built from source
 #      (scripts/backends.sh, cached; the UI from ../shared/vendor/ where that holds its source)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
@@ -24,6 +28,10 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
 
 bash scripts/setup.sh
+log "the sdist and the manylinux wheels (scripts/build_dist.sh; the first build 8-15 minutes, then cached)"
+dist_out=$(mktemp -d)
+bash scripts/build_dist.sh "$dist_out" >/dev/null
+rm -rf "$dist_out"
 log "backends (Jaeger v2 and its UI, OpenTelemetry Collector, Prometheus for tests/scale)"
 # Machines that cannot download the Jaeger UI's source from GitHub keep it beside the repository.
 vendored_ui=../shared/vendor/jaeger-ui-v1.76.0.tar.gz

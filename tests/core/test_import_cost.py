@@ -146,5 +146,5 @@ def test_without_numpy_demo_names_the_extra_to_install(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == (
         "llmtrace demo: error: the demo needs numpy, which is not installed: "
-        "pip install 'llmtrace[demo]'\n"
+        "pip install 'llmtrace-otel[demo]'\n"
     )

@@ -43,7 +43,7 @@ def test_every_instrumentation_declares_the_range_pyproject_declares():
         requirement.name: requirement.specifier
         for extra in EXTRAS.values()
         for requirement in extra
-        if requirement.name != "llmtrace"  # `all` and `demo` name other extras
+        if requirement.name != PROJECT["name"]  # `all` and `demo` name other extras
     }
     declared.update(
         {Requirement(line).name: Requirement(line).specifier for line in PROJECT["dependencies"]}
@@ -62,7 +62,7 @@ def test_every_instrumentation_declares_the_range_pyproject_declares():
 def test_each_instrumented_library_has_an_extra_named_after_it_and_all_has_every_one():
     libraries = {name for name in EXTRAS if name not in NOT_A_LIBRARY}
     (everything,) = EXTRAS["all"]
-    assert everything.name == "llmtrace" and everything.extras == libraries
+    assert everything.name == PROJECT["name"] and everything.extras == libraries
     for name, cls in _instrumentors().items():
         if not cls.package or cls.package == "sentence-transformers" or cls.package == "httpx":
             continue  # the standard library; needs torch; a dependency of llmtrace itself

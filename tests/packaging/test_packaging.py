@@ -1,9 +1,10 @@
 """llmtrace installed the way users install it.
 
-The wheel and the sdist come from the project's one build (scripts/build_dist.sh, the build
-scripts/setup.sh uses too); each goes into a fresh virtualenv with no extras and no Rust on PATH,
-and the commands run from there: the wheel brings the native reader, the sdist installs without
-it and says so. The openai extra alone traces a call; scripts/test_min_deps.sh runs the lowest
+The wheels and the sdist come from the project's one build (scripts/build_dist.sh, the build
+scripts/setup.sh uses too): manylinux_2_17 wheels for x86_64 and aarch64, checked with auditwheel
+and by their reader's ELF header. This machine's wheel and the sdist each go into a fresh
+virtualenv with no extras and no Rust on PATH, and the commands run from there: the wheel brings
+the native reader, the sdist installs without it and says so. The openai extra alone traces a call; scripts/test_min_deps.sh runs the lowest
 declared versions. pip's cache serves the dependencies, cargo's cached target directory the
 build, so a warm run takes a minute or two.
 
@@ -21,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,9 @@ from tests.subprocesses import clean_environment
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+DISTRIBUTION = "llmtrace-otel"
+# The architectures scripts/build_dist.sh makes wheels for, and their ELF machine numbers.
+ELF_MACHINES = {"x86_64": 62, "aarch64": 183}
 # Packages of the extras: a plain install has none of them. (requests is not here: the OTLP HTTP
 # exporter depends on it.)
 OPTIONAL = {
@@ -101,8 +106,9 @@ print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.
 
 @dataclass(frozen=True)
 class Dist:
-    wheel: Path
+    wheel: Path  # this machine's
     sdist: Path
+    wheels: dict[str, Path]  # by architecture
 
 
 CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
@@ -239,12 +245,15 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
         ["bash", str(REPO / "scripts" / "build_dist.sh"), str(out)],
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=1800,
     )
     assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = out.glob("llmtrace-*.whl")
-    (sdist,) = out.glob("llmtrace-*.tar.gz")
-    return Dist(wheel, sdist)
+    wheels = {}
+    for arch in ELF_MACHINES:
+        (wheels[arch],) = out.glob(f"llmtrace_otel-*_{arch}.whl")
+    assert len(list(out.glob("*.whl"))) == len(ELF_MACHINES)
+    (sdist,) = out.glob("llmtrace_otel-*.tar.gz")
+    return Dist(wheels[platform.machine()], sdist, wheels)
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +263,7 @@ def installs(dist: Dist) -> dict[str, Install]:
     requirements = {
         "wheel": (str(dist.wheel), dist.wheel),
         "sdist": (str(dist.sdist), dist.sdist),
-        "openai": (f"llmtrace[openai] @ {dist.wheel.as_uri()}", dist.wheel),
+        "openai": (f"{DISTRIBUTION}[openai] @ {dist.wheel.as_uri()}", dist.wheel),
     }
     with ThreadPoolExecutor(len(requirements)) as pool:
         futures = {
@@ -302,14 +311,19 @@ def test_import_llmtrace_loads_no_optional_library_even_when_all_are_installed()
 
 
 def test_the_wheel_carries_the_package_the_native_reader_and_the_metadata(dist: Dist) -> None:
-    assert dist.wheel.name == f"llmtrace-{llmtrace.__version__}-cp311-abi3-linux_x86_64.whl"
+    arch = platform.machine()
+    assert dist.wheel.name == (
+        f"llmtrace_otel-{llmtrace.__version__}-cp311-abi3-"
+        f"manylinux2014_{arch}.manylinux_2_17_{arch}.whl"
+    )
     with zipfile.ZipFile(dist.wheel) as wheel:
         names = set(wheel.namelist())
         metadata = Parser().parsestr(
-            wheel.read(f"llmtrace-{llmtrace.__version__}.dist-info/METADATA").decode()
+            wheel.read(f"llmtrace_otel-{llmtrace.__version__}.dist-info/METADATA").decode()
         )
     assert {"llmtrace/__init__.py", "llmtrace/py.typed", "llmtrace/_native.pyi"} <= names
     assert "llmtrace/_native.abi3.so" in names
+    assert metadata["Name"] == DISTRIBUTION
     assert metadata["Version"] == llmtrace.__version__
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Requires-Python"] == ">=3.11"
@@ -321,17 +335,55 @@ def test_the_wheel_carries_the_package_the_native_reader_and_the_metadata(dist: 
     assert not {r.split(">")[0].split("<")[0].split("[")[0] for r in plain} & OPTIONAL
 
 
+@pytest.mark.parametrize("arch", list(ELF_MACHINES))
+def test_each_wheel_is_manylinux_2_17_and_links_no_library_outside_the_policy(
+    dist: Dist, arch: str
+) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "show", "--json", str(dist.wheels[arch])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    audit = json.loads(shown.stdout)
+    assert audit["overall_tag"] == f"manylinux_2_17_{arch}", audit
+    assert audit["external_libs"] == {}, audit
+    assert not audit["pure"]
+    versions = {v for symbols in audit["versioned_symbols"].values() for v in symbols}
+    assert versions and all(v.startswith("GLIBC_") for v in versions), versions
+    newest = max(tuple(int(n) for n in v.removeprefix("GLIBC_").split(".")) for v in versions)
+    assert newest <= (2, 17), versions
+
+
+@pytest.mark.parametrize("arch", list(ELF_MACHINES))
+def test_each_wheel_s_reader_is_a_shared_library_for_its_architecture(
+    dist: Dist, arch: str
+) -> None:
+    with zipfile.ZipFile(dist.wheels[arch]) as wheel:
+        names = set(wheel.namelist())
+        header = wheel.read("llmtrace/_native.abi3.so")[:20]
+    with zipfile.ZipFile(dist.wheel) as this_machine_s:
+        assert names == set(this_machine_s.namelist())  # the same package, reader included
+    # e_ident: the magic, 64-bit, little-endian; then e_type (shared object) and e_machine.
+    assert header[:4] == b"\x7fELF" and header[4] == 2 and header[5] == 1, header
+    assert int.from_bytes(header[16:18], "little") == 3
+    assert int.from_bytes(header[18:20], "little") == ELF_MACHINES[arch]
+
+
 def test_the_sdist_carries_the_native_reader_s_sources(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs", "LICENSE"} <= names
+    assert "CHANGELOG.md" in names
     assert {"llmtrace/_native.pyi", "llmtrace/py.typed", "pyproject.toml"} <= names
     assert not [name for name in names if name.endswith(".so") or "target/" in name]
 
 
 def test_a_plain_wheel_install_is_small_and_has_no_extra(plain_wheel: Install) -> None:
     assert plain_wheel.added_bytes < PLAIN_INSTALL_MAX_BYTES, plain_wheel.added_bytes
-    assert "llmtrace" in plain_wheel.installed()
+    assert DISTRIBUTION in plain_wheel.installed()
+    assert "llmtrace" not in plain_wheel.installed()  # the unrelated project of that name
     assert not plain_wheel.installed() & OPTIONAL
 
 
@@ -349,7 +401,7 @@ def test_a_plain_wheel_install_runs_help_report_and_demo_s_hint(
     demo = plain_wheel.run("llmtrace", "demo", cwd=tmp_path)
     assert demo.returncode == 2
     assert demo.stderr.count("\n") == 1, demo.stderr
-    assert "pip install 'llmtrace[demo]'" in demo.stderr
+    assert f"pip install '{DISTRIBUTION}[demo]'" in demo.stderr
     doctor = plain_wheel.run("llmtrace", "doctor", "--otlp", "http://127.0.0.1:9", cwd=tmp_path)
     assert doctor.returncode == 1, doctor.stderr
     assert "Traceback" not in doctor.stdout + doctor.stderr
