@@ -76,18 +76,28 @@ def server_timings_from_headers(headers: Mapping[str, str]) -> dict[str, float]:
     return _from_header_items(headers.items(), _MILLISECOND_HEADERS)
 
 
+# The lengths of the names looked for: a header of another length is passed over without making
+# a lower-case copy of its name.
+_MILLISECOND_HEADER_LENGTHS = frozenset(map(len, _MILLISECOND_HEADER_BYTES))
+
+
 def server_timings_from_raw_headers(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, float]:
     """The same from raw ``(name, value)`` byte pairs (``httpx.Headers.raw``): read on every model
-    call, and only the headers looked for are ever decoded."""
-    return _from_header_items(headers, _MILLISECOND_HEADER_BYTES)
+    call, and only the headers looked for are ever decoded (most responses have none)."""
+    return _from_header_items(headers, _MILLISECOND_HEADER_BYTES, _MILLISECOND_HEADER_LENGTHS)
 
 
 def _from_header_items(
-    items: Iterable[tuple[Any, Any]], attributes_by_name: Mapping[Any, str]
+    items: Iterable[tuple[Any, Any]],
+    attributes_by_name: Mapping[Any, str],
+    lengths: frozenset[int] | None = None,
 ) -> dict[str, float]:
-    # Names and values both str, or both bytes.
+    # Names and values both str, or both bytes. ``lengths``: those of the names looked for, when
+    # a name of another length is to be passed over without a lower-case copy made of it.
     attributes: dict[str, float] = {}
     for name, value in items:
+        if lengths is not None and len(name) not in lengths:
+            continue
         attribute = attributes_by_name.get(name.lower())
         if attribute is None:
             continue

@@ -502,10 +502,12 @@ def add_events(span: Any, events: tuple[tuple[str, float], ...]) -> bool:
     try:
         if sdk_span._end_time is not None or start is None:
             return False
-        # (One extend: the list takes its own lock once, not once per event.)
-        sdk_span._events.extend(
-            [event(name, empty, start + int(seconds * 1e9)) for name, seconds in events]
-        )
+        # (One extend: the list takes its own lock once, not once per event. A loop, not a list
+        # comprehension: that is a function made and called on every model call.)
+        made = []
+        for name, seconds in events:
+            made.append(event(name, empty, start + int(seconds * 1e9)))
+        sdk_span._events.extend(made)
         return True
     finally:
         lock.release()

@@ -49,9 +49,10 @@ from llmtrace.instrumentation.provider import configured_provider_name, provider
 from llmtrace.instrumentation.providers.openai import (
     ResponsesEventParser,
     request_attributes,
-    streamed_response_attributes,
+    summarize_stream,
     usage_attributes,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
@@ -216,19 +217,20 @@ def _record_response(
     """What a whole LiteLLM ``ModelResponse`` or ``EmbeddingResponse`` says, onto the span."""
     get = fields_of(response).get
     attributes: dict[str, Any] = {}
+    summary = ResponseSummary()
     response_id = get("id")
     if isinstance(response_id, str) and response_id:
-        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+        summary.response_id = response_id
     model = get("model")
     if isinstance(model, str) and model:
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     reasons = []
     for choice in get("choices") or ():
         reason = field_of(choice, "finish_reason")
         if reason:
             reasons.append(str(reason))
     if reasons:
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        summary.finish_reasons = reasons
     usage = usage_attributes(get("usage"))
     if embeddings:
         # LiteLLM fills an embedding's completion_tokens with 0: no provider reports it.
@@ -238,7 +240,7 @@ def _record_response(
             vector = field_of(data[0], "embedding")
             if isinstance(vector, list):
                 attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(vector)
-    attributes.update(usage)
+    summary.usage = usage
     if output_budget is not None:
         messages = [
             chat_message(field_of(choice, "message"), field_of(choice, "finish_reason") or "stop")
@@ -246,27 +248,25 @@ def _record_response(
             if field_of(choice, "message") is not None
         ]
         if messages:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
-                messages, *output_budget
-            )
-    content.set_call_attributes(span, attributes)
+            summary.output = content.encode_messages(messages, *output_budget)
+    summary.record(span, attributes)
 
 
-class StreamChunkParser:
+class StreamChunkParser(ResponseSummary):
     """LiteLLM's ``ModelResponseStream`` chunks (OpenAI's chunk shape whatever the provider).
 
     A chunk without usage may lack the ``usage`` attribute altogether (LiteLLM removes it when the
     caller did not ask for usage), so every field is read with a default.
     """
 
-    __slots__ = ("_reasons", "_text", "id", "model", "usage")
+    __slots__ = ("_reasons", "reported_usage")
 
     def __init__(self, output_budget: OutputBudget | None = None) -> None:
-        self._text = StreamedText(*output_budget) if output_budget is not None else None
+        ResponseSummary.__init__(
+            self, StreamedText(*output_budget) if output_budget is not None else None
+        )
         self._reasons: dict[int, str] = {}
-        self.id: str | None = None
-        self.model: str | None = None
-        self.usage: Any = None
+        self.reported_usage: Any = None
 
     def has_content(self, chunk: Any) -> bool:
         for choice in getattr(chunk, "choices", None) or ():
@@ -284,34 +284,34 @@ class StreamChunkParser:
         return False
 
     def observe(self, chunk: Any) -> None:
-        if self.id is None:
+        if self.response_id is None:
             chunk_id = getattr(chunk, "id", None)
             if isinstance(chunk_id, str) and chunk_id:
-                self.id = chunk_id
+                self.response_id = chunk_id
         model = getattr(chunk, "model", None)
         if isinstance(model, str) and model:
-            self.model = model
+            self.response_model = model
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            self.usage = usage
+            self.reported_usage = usage
         for choice in getattr(chunk, "choices", None) or ():
             reason = getattr(choice, "finish_reason", None)
             if reason:
                 self._reasons[getattr(choice, "index", 0) or 0] = str(reason)
-            if self._text is not None and self._text.bytes_left > 0:
-                self._text.add(getattr(getattr(choice, "delta", None), "content", None))
+            if self.text is not None and self.text.bytes_left > 0:
+                self.text.add(getattr(getattr(choice, "delta", None), "content", None))
 
     def output_tokens(self) -> int | None:
-        value = field_of(self.usage, "completion_tokens")
+        value = field_of(self.reported_usage, "completion_tokens")
         return value if is_int(value) else None
 
+    def first_reason(self) -> Any:
+        # The captured message's: the first reason that came.
+        return next(iter(self._reasons.values()), None)
+
     def finish(self, span: Span) -> None:
-        attributes = streamed_response_attributes(self.id, self.model, self._reasons, self.usage)
-        if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                finish_reason=next(iter(self._reasons.values()), None)
-            )
-        span.set_attributes(attributes)
+        summarize_stream(self, self._reasons, self.reported_usage)
+        self.set_on(span)
 
 
 def _in_model_call(make_call: Callable[..., Any], call: ModelCall) -> Callable[..., Any]:
@@ -373,7 +373,8 @@ def _finish(
             if api == _RESPONSES:
                 # A whole Responses API object says what its stream's final event would say.
                 whole = ResponsesParser()
-                whole.id, whole.model = field_of(result, "id"), field_of(result, "model")
+                whole.response_id = field_of(result, "id")
+                whole.response_model = field_of(result, "model")
                 whole.final = result
                 whole.finish(span)
             else:
@@ -408,7 +409,7 @@ class ResponsesParser(ResponsesEventParser):
     __slots__ = ()
 
     def finish(self, span: Span) -> None:
-        self.id = _provider_response_id(self.id)
+        self.response_id = _provider_response_id(self.response_id)
         super().finish(span)
 
 

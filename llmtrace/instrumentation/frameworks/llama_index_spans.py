@@ -15,7 +15,8 @@ from llmtrace._checks import is_int
 from llmtrace._urls import default_port
 from llmtrace.instrumentation.model_call import field_of, fields_of
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
-from llmtrace.instrumentation.providers.openai import streamed_response_attributes
+from llmtrace.instrumentation.providers.openai import summarize_stream
+from llmtrace.instrumentation.response_summary import ResponseSummary
 
 # What a kept span is.
 ENGINE = "engine"
@@ -90,18 +91,17 @@ def is_agent(workflow: Any) -> bool:
     return "agent" in type(workflow).__name__.lower()
 
 
-class ResponseParser:
+class ResponseParser(ResponseSummary):
     """What LlamaIndex's ``ChatResponse``/``CompletionResponse`` objects say about one model call:
     content for TTFT, and the provider's own response (``raw``: an OpenAI- or LiteLLM-shaped
     response or chunk, or an Anthropic message) for id, model, finish reasons and usage."""
 
-    __slots__ = ("id", "model", "reasons", "usage")
+    __slots__ = ("reasons", "reported_usage")
 
     def __init__(self) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
+        ResponseSummary.__init__(self)
         self.reasons: dict[int, str] = {}
-        self.usage: Any = None
+        self.reported_usage: Any = None
 
     def has_content(self, response: Any) -> bool:
         if getattr(response, "delta", None):
@@ -116,14 +116,14 @@ class ResponseParser:
             return
         get = fields_of(raw).get
         response_id = get("id")
-        if self.id is None and isinstance(response_id, str) and response_id:
-            self.id = response_id
+        if self.response_id is None and isinstance(response_id, str) and response_id:
+            self.response_id = response_id
         model = get("model")
         if isinstance(model, str) and model:
-            self.model = model
+            self.response_model = model
         usage = get("usage")
         if usage is not None:
-            self.usage = usage
+            self.reported_usage = usage
         for position, choice in enumerate(get("choices") or ()):
             reason = field_of(choice, "finish_reason")
             if reason:
@@ -134,14 +134,13 @@ class ResponseParser:
             self.reasons[0] = stop_reason
 
     def finish(self, span: Span) -> None:
-        span.set_attributes(
-            streamed_response_attributes(self.id, self.model, self.reasons, self.usage)
-        )
+        summarize_stream(self, self.reasons, self.reported_usage)
+        self.set_on(span)
 
     def output_tokens(self) -> int | None:
-        value = field_of(self.usage, "completion_tokens")
+        value = field_of(self.reported_usage, "completion_tokens")
         if value is None:
-            value = field_of(self.usage, "output_tokens")
+            value = field_of(self.reported_usage, "output_tokens")
         return value if is_int(value) else None
 
 

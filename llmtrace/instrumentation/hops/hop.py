@@ -135,8 +135,11 @@ _phase_events_by_name = _PhaseEventsByName()
 class PhaseRecorder:
     """Turns the transport's trace events into ``llmtrace.http.*`` durations on one span.
 
-    Installed as the request's ``trace`` extension itself (see :class:`SyncPhaseRecorder` and
-    :class:`AsyncPhaseRecorder`), passing every event on to the callback it replaced, if any.
+    Its ``event`` method is installed as the request's ``trace`` extension (see
+    :class:`SyncPhaseRecorder` and :class:`AsyncPhaseRecorder`), passing every event on to the
+    callback it replaced, if any. A bound method, not the recorder itself: the transport calls it
+    about a dozen times per request, and the interpreter calls a method as it calls a function,
+    where calling an instance goes through its class's ``__call__`` slot, several times the cost.
     The durations known when the request returns (or fails) are handed over in one
     :meth:`flush` with the model call's time to headers (to the model call, which sets them with
     its response's): setting one span attribute per event costs more than the rest of the
@@ -162,7 +165,12 @@ class PhaseRecorder:
                 return
             started = self.moments[started_slot]
             if started is not None:
-                self.set(attribute, now - started)
+                # (Gathered for the flush, in the common case, without a call of set.)
+                pending = self.pending
+                if pending is not None:
+                    pending[attribute] = now - started
+                else:
+                    self.set(attribute, now - started)
             if attribute is semconv.HTTP_RESPONSE_HEADERS and self.call is not None:
                 time_to_headers = self.call.note_headers(now)
                 if time_to_headers is not None:
@@ -233,7 +241,7 @@ class PhaseRecorder:
 class SyncPhaseRecorder(PhaseRecorder):
     __slots__ = ()
 
-    def __call__(self, name: str, info: Any) -> None:
+    def event(self, name: str, info: Any) -> None:
         row = _phase_events_by_name[name]
         if row is not None:
             self.record(row)
@@ -244,7 +252,7 @@ class SyncPhaseRecorder(PhaseRecorder):
 class AsyncPhaseRecorder(PhaseRecorder):
     __slots__ = ()
 
-    async def __call__(self, name: str, info: Any) -> None:
+    async def event(self, name: str, info: Any) -> None:
         row = _phase_events_by_name[name]
         if row is not None:
             self.record(row)
@@ -369,7 +377,7 @@ def _prepare(
         extensions = request.extensions
         recorder_class = AsyncPhaseRecorder if is_async else SyncPhaseRecorder
         recorder = recorder_class(span, call, extensions.get("trace"))
-        extensions["trace"] = recorder
+        extensions["trace"] = recorder.event
         return recorder
     except Exception:
         log_once(logger, "HTTP request preparation failed")

@@ -34,6 +34,7 @@ from llmtrace.instrumentation.model_call import (
     request_patches,
 )
 from llmtrace.instrumentation.provider import provider_name
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk import content
 from llmtrace.sdk.gate import (
     capture_settings,
@@ -69,27 +70,26 @@ def usage_attributes(usage: Any) -> dict[str, int]:
 def _record_message(
     span: Span, message: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
 ) -> None:
+    summary = ResponseSummary()
     if message is None:
-        content.set_call_attributes(span, attributes)
+        summary.record(span, attributes)
         return
     message_id = field_of(message, "id")
     if isinstance(message_id, str):
-        attributes[semconv.GEN_AI_RESPONSE_ID] = message_id
+        summary.response_id = message_id
     model = field_of(message, "model")
     if isinstance(model, str):
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     stop_reason = field_of(message, "stop_reason")
     if isinstance(stop_reason, str):
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [stop_reason]
-    attributes.update(usage_attributes(field_of(message, "usage")))
+        summary.finish_reasons = [stop_reason]
+    summary.usage = usage_attributes(field_of(message, "usage"))
     if output_budget is not None:
         parts = block_parts(field_of(message, "content"))
         if parts:
             output = content.message("assistant", parts, stop_reason or "stop")
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
-                [output], *output_budget
-            )
-    content.set_call_attributes(span, attributes)
+            summary.output = content.encode_messages([output], *output_budget)
+    summary.record(span, attributes)
 
 
 def block_parts(blocks: Any) -> list[dict[str, Any]]:
@@ -120,17 +120,17 @@ def block_parts(blocks: Any) -> list[dict[str, Any]]:
     return parts
 
 
-class MessageEventParser:
+class MessageEventParser(ResponseSummary):
     """Raw Messages stream events: deltas count as content; usage arrives at start and end."""
 
-    __slots__ = ("_text", "_thinking", "id", "model", "stop_reason", "usage")
+    __slots__ = ("_thinking", "stop_reason")
 
     def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
+        ResponseSummary.__init__(
+            self, StreamedText(text_budget, redact) if text_budget > 0 else None
+        )
         self.stop_reason: str | None = None
-        self.usage: dict[str, int] = {}
-        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
+        self.usage = {}
         self._thinking: list[str] = []
 
     def has_content(self, event: Any) -> bool:
@@ -139,53 +139,46 @@ class MessageEventParser:
     def observe(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "content_block_delta":
-            if self._text is not None:
+            if self.text is not None:
                 delta = event.delta
                 delta_type = getattr(delta, "type", None)
                 if delta_type == "input_json_delta":
-                    self._text.add_tool_call(
+                    self.text.add_tool_call(
                         event.index, None, None, getattr(delta, "partial_json", None)
                     )
                 elif delta_type == "thinking_delta":
                     self._thinking.append(getattr(delta, "thinking", "") or "")
-                elif self._text.bytes_left > 0:
-                    self._text.add(getattr(delta, "text", None))
+                elif self.text.bytes_left > 0:
+                    self.text.add(getattr(delta, "text", None))
         elif kind == "content_block_start":
             block = getattr(event, "content_block", None)
-            if self._text is not None and getattr(block, "type", None) == "tool_use":
-                self._text.add_tool_call(
+            if self.text is not None and getattr(block, "type", None) == "tool_use":
+                self.text.add_tool_call(
                     event.index, field_of(block, "id"), field_of(block, "name"), None
                 )
         elif kind == "message_start":
             message = event.message
-            self.id = message.id
-            self.model = message.model
-            self.usage.update(usage_attributes(message.usage))
+            self.response_id = message.id
+            self.response_model = message.model
+            self.usage.update(usage_attributes(message.usage))  # type: ignore[union-attr]
         elif kind == "message_delta":
             reason = getattr(event.delta, "stop_reason", None)
             if reason:
                 self.stop_reason = reason
             # message_delta usage is cumulative: it replaces what message_start said.
-            self.usage.update(usage_attributes(getattr(event, "usage", None)))
-
-    def output_tokens(self) -> int | None:
-        return self.usage.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+            self.usage.update(usage_attributes(getattr(event, "usage", None)))  # type: ignore[union-attr]
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = dict(self.usage)
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        self.response_id = self.response_id or None
+        self.response_model = self.response_model or None
         if self.stop_reason:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.stop_reason]
-        if self._text is not None and (
-            self._text.parts or self._text.tool_call_pieces or self._thinking
-        ):
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+            self.finish_reasons = [self.stop_reason]
+        text = self.text
+        if text is not None and (text.parts or text.tool_call_pieces or self._thinking):
+            self.output = text.output_messages(
                 finish_reason=self.stop_reason, reasoning="".join(self._thinking)
             )
-        span.set_attributes(attributes)
+        self.set_on(span)
 
 
 def plan_request(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan | None:

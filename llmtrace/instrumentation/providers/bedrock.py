@@ -104,14 +104,15 @@ from llmtrace.instrumentation.providers.bedrock_formats import (
     InvokeStreamParser,
     Output,
     Plan,
-    converse_response_attributes,
     header_attributes,
     headers_of,
-    invoke_response_attributes,
     is_bedrock_runtime,
     metadata_attributes,
     plan_call,
+    summarize_converse,
+    summarize_invoke,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.gate import (
     ModelCall,
@@ -281,8 +282,9 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
         result[key] = TracedStream(events, recorder)
         return result
     output = Output(plan.capture) if plan.capture is not None else None
+    summary = ResponseSummary(output)
     if plan.converse:
-        converse_response_attributes(result, attributes)
+        summarize_converse(result, summary, attributes)
         if output is not None:
             output.add_body(result)
     else:
@@ -296,21 +298,17 @@ def _finish(result: Any, call: ModelCall, plan: Plan) -> Any:
                 body = json.loads(data)
             except ValueError:
                 body = None
-        invoke_response_attributes(body, attributes)
-        header_attributes(headers_of(result), attributes)
+        summarize_invoke(body, summary, attributes)
+        header_attributes(headers_of(result), summary, attributes)
         if output is not None and isinstance(body, Mapping):
             output.add_body(body)
-    captured = (
-        output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
-        if output is not None
-        else None
-    )
-    if captured is not None:
-        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
+    if output is not None:
+        summary.output = output.attribute(summary.finish_reasons)
     try:
         collected = call.take_collected()
         if span.is_recording():
             collected.update(attributes)
+            summary.write(collected, collected)
             span.set_attributes(collected)
         span.set_status(STATUS_OK)
     finally:

@@ -13,6 +13,7 @@ from opentelemetry.trace import Span
 from llmtrace import semconv
 from llmtrace._checks import is_int
 from llmtrace._urls import server_of
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk import content
 from llmtrace.sdk.content import tool_call_part
 from llmtrace.sdk.gate import (
@@ -324,14 +325,15 @@ def usage_attributes(source: Any, attributes: dict[str, Any]) -> None:
                 break
 
 
-def _invocation_metrics(metrics: Any, attributes: dict[str, Any]) -> None:
-    """Bedrock's own counts and timings at the end of a stream (fills what the model left out)."""
+def _invocation_metrics(metrics: Any, usage: dict[str, Any], attributes: dict[str, Any]) -> None:
+    """Bedrock's own counts (into ``usage``, filling what the model left out) and timings (into
+    ``attributes``) at the end of a stream."""
     if not isinstance(metrics, Mapping):
         return
     for attribute, name in _METRICS_USAGE:
         value = _count(metrics.get(name))
-        if value is not None and attribute not in attributes:
-            attributes[attribute] = value
+        if value is not None and attribute not in usage:
+            usage[attribute] = value
     latency = _milliseconds(metrics.get("invocationLatency"))
     if latency is not None:
         attributes[semconv.SERVER_PROCESSING_TIME] = latency
@@ -439,32 +441,35 @@ class Output(StreamedText):
         )
 
 
-def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
-    """A whole InvokeModel body's usage, finish reasons, id, model and embedding size."""
+def summarize_invoke(body: Any, summary: ResponseSummary, attributes: dict[str, Any]) -> None:
+    """A whole InvokeModel body's usage, finish reasons, id and model into ``summary``; its
+    guardrail action and embedding size into ``attributes``."""
     if not isinstance(body, Mapping):
         return
-    usage_attributes(body.get("usage"), attributes)
-    usage_attributes(body, attributes)  # Llama's *_token_count at the top
-    if semconv.GEN_AI_USAGE_INPUT_TOKENS not in attributes:
+    usage = summary.usage if summary.usage is not None else {}
+    summary.usage = usage
+    usage_attributes(body.get("usage"), usage)
+    usage_attributes(body, usage)  # Llama's *_token_count at the top
+    if semconv.GEN_AI_USAGE_INPUT_TOKENS not in usage:
         value = _count(body.get("inputTextTokenCount"))  # Titan
         if value is not None:
-            attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = value
+            usage[semconv.GEN_AI_USAGE_INPUT_TOKENS] = value
     results = body.get("results")
-    if semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in attributes and isinstance(results, list):
+    if semconv.GEN_AI_USAGE_OUTPUT_TOKENS not in usage and isinstance(results, list):
         counts = [_count(r.get("tokenCount")) for r in results if isinstance(r, Mapping)]
         if counts and all(c is not None for c in counts):
-            attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = sum(c for c in counts if c)
+            usage[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = sum(c for c in counts if c)
     reasons = _finish_reasons(body)
     if reasons:
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        summary.finish_reasons = reasons
     response_id = body.get("id", body.get("response_id"))
     if is_int(response_id):
         response_id = str(response_id)  # AI21 Jurassic's numeric id
     if isinstance(response_id, str) and response_id:
-        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+        summary.response_id = response_id
     model = body.get("model")
     if isinstance(model, str) and model:
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     action = body.get(GUARDRAIL_ACTION)
     if isinstance(action, str) and action:
         attributes[semconv.GUARDRAIL_ACTION] = action
@@ -476,11 +481,17 @@ def invoke_response_attributes(body: Any, attributes: dict[str, Any]) -> None:
         attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
 
 
-def converse_response_attributes(result: Mapping[str, Any], attributes: dict[str, Any]) -> None:
-    usage_attributes(result.get("usage"), attributes)
+def summarize_converse(
+    result: Mapping[str, Any], summary: ResponseSummary, attributes: dict[str, Any]
+) -> None:
+    """A Converse result's (or a ConverseStream ``metadata`` event's) usage and stop reason into
+    ``summary``; the server's latency into ``attributes``."""
+    usage = summary.usage if summary.usage is not None else {}
+    summary.usage = usage
+    usage_attributes(result.get("usage"), usage)
     reason = result.get("stopReason")
     if isinstance(reason, str) and reason:
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+        summary.finish_reasons = [reason]
     metrics = result.get("metrics")
     if isinstance(metrics, Mapping):
         latency = _milliseconds(metrics.get("latencyMs"))
@@ -503,14 +514,18 @@ def metadata_attributes(result: Any, attributes: dict[str, Any]) -> None:
             attributes[semconv.AWS_REQUEST_ID] = request_id
 
 
-def header_attributes(headers: Mapping[str, Any], attributes: dict[str, Any]) -> None:
+def header_attributes(
+    headers: Mapping[str, Any], summary: ResponseSummary, attributes: dict[str, Any]
+) -> None:
     """InvokeModel's ``X-Amzn-Bedrock-*`` headers (botocore lower-cases header names): counts
-    the body did not report, and the invocation latency."""
+    the body did not report (into ``summary``), and the invocation latency."""
+    usage = summary.usage if summary.usage is not None else {}
+    summary.usage = usage
     for attribute, name in _HEADER_USAGE:
-        if attribute not in attributes:
+        if attribute not in usage:
             value = _count(headers.get(name))
             if value is not None:
-                attributes[attribute] = value
+                usage[attribute] = value
     if semconv.SERVER_PROCESSING_TIME not in attributes:
         latency = _milliseconds(headers.get("x-amzn-bedrock-invocation-latency"))
         if latency is not None:
@@ -520,43 +535,41 @@ def header_attributes(headers: Mapping[str, Any], attributes: dict[str, Any]) ->
 # --- streams ----------------------------------------------------------------------------------
 
 
-class ConverseStreamParser:
+class ConverseStreamParser(ResponseSummary):
     """ConverseStream events (botocore's parsed dicts): ``contentBlockDelta`` is output;
     ``messageStop`` has the stop reason, ``metadata`` the usage and latency."""
 
-    __slots__ = ("attributes", "output")
+    __slots__ = ("attributes",)
 
     def __init__(self, capture: Capture | None = None) -> None:
+        ResponseSummary.__init__(self, Output(capture) if capture is not None else None)
+        # What the stream says beside the summary (the server's latency).
         self.attributes: dict[str, Any] = {}
-        self.output = Output(capture) if capture is not None else None
 
     def has_content(self, event: Any) -> bool:
         return "contentBlockDelta" in event
 
     def observe(self, event: Any) -> None:
+        output: Any = self.text
         if "contentBlockDelta" in event:
-            if self.output is not None:
+            if output is not None:
                 block = event["contentBlockDelta"]
                 delta = block.get("delta", {})
-                self.output.add(delta.get("text"))
+                output.add(delta.get("text"))
                 tool = delta.get("toolUse")
                 if isinstance(tool, Mapping):
-                    self.output.call_input(block.get("contentBlockIndex"), tool.get("input"))
+                    output.call_input(block.get("contentBlockIndex"), tool.get("input"))
         elif "messageStop" in event:
             reason = event["messageStop"].get("stopReason")
             if isinstance(reason, str) and reason:
-                self.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+                self.finish_reasons = [reason]
         elif "metadata" in event:
-            converse_response_attributes(event["metadata"], self.attributes)
-        elif "contentBlockStart" in event and self.output is not None:
-            _tool_start(self.output, event["contentBlockStart"])
-
-    def output_tokens(self) -> int | None:
-        tokens = self.attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
-        return tokens if isinstance(tokens, int) else None
+            summarize_converse(event["metadata"], self, self.attributes)
+        elif "contentBlockStart" in event and output is not None:
+            _tool_start(output, event["contentBlockStart"])
 
     def finish(self, span: Span) -> None:
-        _finish_stream(span, self.attributes, self.output)
+        _finish_stream(span, self, self.attributes)
 
 
 def _tool_start(output: Output, block: Any) -> None:
@@ -567,13 +580,11 @@ def _tool_start(output: Output, block: Any) -> None:
         output.start_call(block.get("contentBlockIndex"), tool.get("toolUseId"), tool.get("name"))
 
 
-def _finish_stream(span: Span, attributes: dict[str, Any], output: Output | None) -> None:
+def _finish_stream(span: Span, summary: ResponseSummary, attributes: dict[str, Any]) -> None:
+    output: Any = summary.text
     if output is not None:
-        captured = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
-        if captured is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = captured
-    if attributes:
-        span.set_attributes(attributes)
+        summary.output = output.attribute(summary.finish_reasons)
+    summary.set_on(span, attributes)
 
 
 def _chunk_text(chunk: Mapping[str, Any]) -> tuple[bool, str]:
@@ -606,18 +617,20 @@ def _chunk_text(chunk: Mapping[str, Any]) -> tuple[bool, str]:
     return False, ""
 
 
-class InvokeStreamParser:
+class InvokeStreamParser(ResponseSummary):
     """InvokeModelWithResponseStream ``chunk`` events: each carries the model family's JSON.
 
     Each chunk's JSON is decoded once (``has_content`` and ``observe`` see the same event).
     """
 
-    __slots__ = ("_last", "_last_event", "attributes", "metrics", "output")
+    __slots__ = ("_last", "_last_event", "attributes", "metrics")
 
     def __init__(self, capture: Capture | None = None) -> None:
+        ResponseSummary.__init__(self, Output(capture) if capture is not None else None)
+        self.usage = {}
+        # What the stream says beside the summary (guardrail action, Bedrock's timings).
         self.attributes: dict[str, Any] = {}
         self.metrics: dict[str, Any] = {}
-        self.output = Output(capture) if capture is not None else None
         self._last_event: Any = None
         self._last: Mapping[str, Any] = {}
 
@@ -644,26 +657,25 @@ class InvokeStreamParser:
         self._last_event = None  # the next event is decoded afresh
         if not chunk:
             return
-        if self.output is not None:
-            self._capture(chunk, self.output)
-        attributes = self.attributes
+        output: Any = self.text
+        if output is not None:
+            self._capture(chunk, output)
         kind = chunk.get("type")
         if kind == "message_start":  # Anthropic
             message = chunk.get("message")
             if isinstance(message, Mapping):
-                for name, attribute in (
-                    ("id", semconv.GEN_AI_RESPONSE_ID),
-                    ("model", semconv.GEN_AI_RESPONSE_MODEL),
-                ):
-                    value = message.get(name)
-                    if isinstance(value, str) and value:
-                        attributes[attribute] = value
+                value = message.get("id")
+                if isinstance(value, str) and value:
+                    self.response_id = value
+                value = message.get("model")
+                if isinstance(value, str) and value:
+                    self.response_model = value
                 self._usage(message.get("usage"))
         elif kind == "message_delta":
             delta = chunk.get("delta")
             reason = delta.get("stop_reason") if isinstance(delta, Mapping) else None
             if isinstance(reason, str) and reason:
-                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+                self.finish_reasons = [reason]
             # message_delta's usage is cumulative: it replaces message_start's.
             self._usage(chunk.get("usage"))
         elif kind is None:
@@ -673,7 +685,7 @@ class InvokeStreamParser:
             self.metrics = dict(metrics)
         action = chunk.get(GUARDRAIL_ACTION)
         if isinstance(action, str) and action:
-            attributes[semconv.GUARDRAIL_ACTION] = action
+            self.attributes[semconv.GUARDRAIL_ACTION] = action
 
     @staticmethod
     def _capture(chunk: Mapping[str, Any], output: Output) -> None:
@@ -699,15 +711,14 @@ class InvokeStreamParser:
     def _usage(self, usage: Any) -> None:
         found: dict[str, Any] = {}
         usage_attributes(usage, found)
-        self.attributes.update(found)
+        self.usage.update(found)  # type: ignore[union-attr]
 
     def _other_family(self, chunk: Mapping[str, Any]) -> None:
-        attributes = self.attributes
         stop = chunk.get("messageStop")  # Nova
         if isinstance(stop, Mapping):
             reason = stop.get("stopReason")
             if isinstance(reason, str) and reason:
-                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+                self.finish_reasons = [reason]
             return
         metadata = chunk.get("metadata")
         if isinstance(metadata, Mapping):
@@ -723,17 +734,17 @@ class InvokeStreamParser:
             value = _count(chunk.get(name))
             if value is not None:
                 found[attribute] = value
-        attributes.update(found)
+        self.usage.update(found)  # type: ignore[union-attr]
         reasons = _finish_reasons(chunk)
         if reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            self.finish_reasons = reasons
 
     def output_tokens(self) -> int | None:
-        tokens = self.attributes.get(
+        tokens = self.usage.get(  # type: ignore[union-attr]
             semconv.GEN_AI_USAGE_OUTPUT_TOKENS, self.metrics.get("outputTokenCount")
         )
         return tokens if isinstance(tokens, int) else None
 
     def finish(self, span: Span) -> None:
-        _invocation_metrics(self.metrics, self.attributes)
-        _finish_stream(span, self.attributes, self.output)
+        _invocation_metrics(self.metrics, self.usage, self.attributes)  # type: ignore[arg-type]
+        _finish_stream(span, self, self.attributes)

@@ -58,6 +58,7 @@ from llmtrace.instrumentation.model_call_methods import (
     output_messages,
     reason_text,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.streaming import StreamedText, TracedAsyncStream, TracedStream
 
@@ -220,14 +221,15 @@ def _record_response(
     """A whole chat, generate, embed or rerank response onto the span, with ``attributes``."""
     if response.__class__.__name__ in _RAW_RESPONSES:  # a raw client's answer: its data
         response = response.data
+    summary = ResponseSummary()
     if response is not None:
         get = fields_of(response).get
         response_id = get("id") or get("response_id") or get("generation_id")
         if isinstance(response_id, str) and response_id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+            summary.response_id = response_id
         model = get("model")
         if isinstance(model, str) and model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+            summary.response_model = model
         reason = reason_text(get("finish_reason"))
         reasons = [reason] if reason is not None else []
         for generation in get("generations") or ():
@@ -235,7 +237,7 @@ def _record_response(
             if reason is not None:
                 reasons.append(reason)
         if reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            summary.finish_reasons = reasons
         results = get("results")
         if isinstance(results, list):
             attributes[semconv.RETRIEVAL_RETURNED] = len(results)
@@ -243,29 +245,28 @@ def _record_response(
         if dimensions is not None:
             attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
         usage = get("usage")
-        attributes.update(usage_attributes(usage if usage is not None else get("meta")))
+        summary.usage = usage_attributes(usage if usage is not None else get("meta"))
         if output_budget is not None:
             text, tool_calls = _output_text(response)
             if text or tool_calls:
-                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output_messages(
-                    text, output_budget, tool_calls, _first(attributes)
+                summary.output = output_messages(
+                    text, output_budget, tool_calls, summary.first_reason()
                 )
-    if attributes:
-        span.set_attributes(attributes)
+    summary.record(span, attributes)
 
 
-class StreamEventParser:
+class StreamEventParser(ResponseSummary):
     """Cohere's stream events, v2 (``type``: ``message-start`` ... ``message-end`` with the finish
     reason and usage) and v1 (``event_type``: ``stream-start`` ... ``stream-end`` with the whole
     response). O(1) state unless content is captured."""
 
-    __slots__ = ("_text", "id", "reason", "usage")
+    __slots__ = ("reason",)
 
     def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
-        self.id: str | None = None
+        ResponseSummary.__init__(
+            self, StreamedText(text_budget, redact) if text_budget > 0 else None
+        )
         self.reason: str | None = None
-        self.usage: dict[str, Any] = {}
-        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
 
     @staticmethod
     def _kind(event: Any) -> Any:
@@ -277,17 +278,18 @@ class StreamEventParser:
 
     def observe(self, event: Any) -> None:
         kind = self._kind(event)
+        text = self.text
         if kind == "content-delta":
-            if self._text is not None and self._text.bytes_left > 0:
+            if text is not None and text.bytes_left > 0:
                 content = field_of(field_of(getattr(event, "delta", None), "message"), "content")
-                self._text.add(field_of(content, "text"))
+                text.add(field_of(content, "text"))
         elif kind == "text-generation":
-            if self._text is not None and self._text.bytes_left > 0:
-                self._text.add(getattr(event, "text", None))
+            if text is not None and text.bytes_left > 0:
+                text.add(getattr(event, "text", None))
         elif kind == "message-start":
-            self.id = getattr(event, "id", None)
+            self.response_id = getattr(event, "id", None)
         elif kind == "stream-start":
-            self.id = getattr(event, "generation_id", None)
+            self.response_id = getattr(event, "generation_id", None)
         elif kind == "message-end":
             delta = getattr(event, "delta", None)
             self.reason = reason_text(getattr(delta, "finish_reason", None))
@@ -297,24 +299,14 @@ class StreamEventParser:
             response = getattr(event, "response", None)
             response_id = field_of(response, "response_id") or field_of(response, "id")
             if isinstance(response_id, str) and response_id:
-                self.id = response_id
+                self.response_id = response_id
             self.usage = usage_attributes(field_of(response, "meta"))
 
-    def output_tokens(self) -> int | None:
-        value = self.usage.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
-        return value if isinstance(value, int) else None
-
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = dict(self.usage)
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
+        self.response_id = self.response_id or None
         if self.reason:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [self.reason]
-        if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                finish_reason=self.reason
-            )
-        span.set_attributes(attributes)
+            self.finish_reasons = [self.reason]
+        self.set_on(span)
 
 
 # --- streams: the request is sent at the generator's first step -------------------------------
@@ -636,9 +628,3 @@ class CohereInstrumentor(LibraryInstrumentor):
             is_async = cls.startswith("Async")
             yield module, f"{cls}.chat", async_chat if is_async else chat
             yield module, f"{cls}.chat_stream", async_stream if is_async else stream
-
-
-def _first(attributes: dict[str, Any]) -> Any:
-    """The first finish reason recorded, for the output message."""
-    reasons = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
-    return reasons[0] if reasons else None

@@ -83,6 +83,7 @@ from llmtrace.instrumentation.model_call import (
     make_request_wrappers,
     start_planned_call,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
 from llmtrace.sdk.content import tool_call_part
@@ -298,31 +299,29 @@ class OutputText(StreamedText):
 def _record_generate_content(
     span: Span, response: Any, attributes: dict[str, Any], output: OutputText | None
 ) -> None:
+    summary = ResponseSummary(output)
     if response is not None:
         get = fields_of(response).get
         response_id = get("response_id")
         if isinstance(response_id, str):
-            attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+            summary.response_id = response_id
         model = get("model_version")
         if isinstance(model, str):
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+            summary.response_model = model
         reasons = []
         for candidate in get("candidates") or ():
             reason = _finish_reason(candidate)
             if reason:
                 reasons.append(reason)
         if reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            summary.finish_reasons = reasons
         usage = Usage()
         usage.update(get("usage_metadata"))
-        attributes.update(usage.attributes())
+        summary.usage = usage.attributes()
         if output is not None:
             output.add_response(response)
-            text = output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
-            if text is not None:
-                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
-    if attributes:
-        span.set_attributes(attributes)
+            summary.output = output.attribute(summary.finish_reasons)
+    summary.record(span, attributes)
 
 
 def _record_embeddings(span: Span, response: Any, attributes: dict[str, Any]) -> None:
@@ -347,17 +346,15 @@ def _record_embeddings(span: Span, response: Any, attributes: dict[str, Any]) ->
         span.set_attributes(attributes)
 
 
-class ChunkParser:
+class ChunkParser(ResponseSummary):
     """``GenerateContentResponse`` chunks of a stream: O(1) state unless output is captured."""
 
-    __slots__ = ("id", "model", "output", "reasons", "thought_first", "usage")
+    __slots__ = ("counts", "reasons", "thought_first")
 
     def __init__(self, output: OutputText | None = None) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
+        ResponseSummary.__init__(self, output)
         self.reasons: dict[int, str] = {}
-        self.usage = Usage()
-        self.output = output
+        self.counts = Usage()
         self.thought_first = False
 
     def has_content(self, chunk: Any) -> bool:
@@ -369,43 +366,36 @@ class ChunkParser:
         return False
 
     def observe(self, chunk: Any) -> None:
-        if self.id is None:
-            self.id = chunk.response_id
+        if self.response_id is None:
+            self.response_id = chunk.response_id
         if chunk.model_version:
-            self.model = chunk.model_version
+            self.response_model = chunk.model_version
         metadata = chunk.usage_metadata
         if metadata is not None:
-            self.usage.update(metadata)
+            self.counts.update(metadata)
         for position, candidate in enumerate(chunk.candidates or ()):
             reason = _finish_reason(candidate)
             if reason:
                 index = candidate.index
                 self.reasons[index if isinstance(index, int) else position] = reason
-        if self.output is not None:
-            self.output.add_response(chunk)
+        if self.text is not None:
+            self.text.add_response(chunk)  # type: ignore[attr-defined]
 
     def output_tokens(self) -> int | None:
         # For the rate over the generation time: thinking done before the first token shown is
         # not generated in that time, unless the stream began with thought text.
         if self.thought_first:
-            return self.usage.attributes().get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
-        return self.usage.output
+            return self.counts.attributes().get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+        return self.counts.output
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = self.usage.attributes()
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        self.response_id = self.response_id or None
+        self.usage = self.counts.attributes()
         if self.reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
-                self.reasons[index] for index in sorted(self.reasons)
-            ]
-        if self.output is not None:
-            text = self.output.attribute(attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
-            if text is not None:
-                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = text
-        span.set_attributes(attributes)
+            self.finish_reasons = [self.reasons[index] for index in sorted(self.reasons)]
+        if self.text is not None:
+            self.output = self.text.attribute(self.finish_reasons)  # type: ignore[attr-defined]
+        self.set_on(span)
 
 
 # --- the plans ---------------------------------------------------------------------------------
@@ -640,41 +630,41 @@ def _interaction_usage(usage: Any) -> dict[str, int]:
     return counts.attributes()
 
 
-def _interaction_attributes(interaction: Any) -> dict[str, Any]:
+def _summarize_interaction(summary: ResponseSummary, interaction: Any) -> None:
+    """What an interaction says into ``summary``, over what an earlier event of the same call
+    said: a field it leaves out keeps its value."""
     get = fields_of(interaction).get
-    attributes: dict[str, Any] = {}
     interaction_id = get("id")
     if isinstance(interaction_id, str):
-        attributes[semconv.GEN_AI_RESPONSE_ID] = interaction_id
+        summary.response_id = interaction_id
     model = get("model")
     if isinstance(model, str):
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     status = get("status")
     if isinstance(status, str):
         reason = _INTERACTION_FINISH.get(status, status)
         if reason:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+            summary.finish_reasons = [reason]
     usage = get("usage")
     if usage is not None:
-        attributes.update(_interaction_usage(usage))
-    return attributes
+        summary.usage = {**(summary.usage or {}), **_interaction_usage(usage)}
 
 
 def _record_interaction(span: Span, interaction: Any, attributes: dict[str, Any]) -> None:
-    attributes.update(_interaction_attributes(interaction))
-    if attributes:
-        span.set_attributes(attributes)
+    summary = ResponseSummary()
+    _summarize_interaction(summary, interaction)
+    summary.record(span, attributes)
 
 
-class InteractionEventParser:
+class InteractionEventParser(ResponseSummary):
     """Interaction stream events: a step delta with content (text, a thought summary, a call;
     not a bare thought signature) is a token; the last ``interaction.completed`` has the usage."""
 
-    __slots__ = ("attributes", "output")
+    __slots__ = ("output_count",)
 
     def __init__(self) -> None:
-        self.attributes: dict[str, Any] = {}
-        self.output: int | None = None
+        ResponseSummary.__init__(self)
+        self.output_count: int | None = None
 
     def has_content(self, event: Any) -> bool:
         if getattr(event, "event_type", None) != "step.delta":
@@ -687,17 +677,16 @@ class InteractionEventParser:
         if kind in ("interaction.created", "interaction.completed"):
             interaction = getattr(event, "interaction", None)
             if interaction is not None:
-                self.attributes.update(_interaction_attributes(interaction))
-                self.output = _is_count_or_none(
+                _summarize_interaction(self, interaction)
+                self.output_count = _is_count_or_none(
                     field_of(field_of(interaction, "usage"), "total_output_tokens")
                 )
 
     def output_tokens(self) -> int | None:
-        return self.output
+        return self.output_count
 
     def finish(self, span: Span) -> None:
-        if self.attributes:
-            span.set_attributes(self.attributes)
+        self.set_on(span)
 
 
 def _is_count_or_none(value: Any) -> int | None:

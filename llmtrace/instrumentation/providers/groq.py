@@ -75,11 +75,11 @@ class GroqChunkParser(ChatChunkParser):
         if x_groq is not None:
             usage = field_of(x_groq, "usage")
             if usage is not None:
-                self.usage = usage
+                self.reported_usage = usage
 
     def finish_into(self, plain: dict[str, Any], attributes: dict[str, Any]) -> None:
         super().finish_into(plain, attributes)
-        attributes.update(server_timings(self.usage))
+        attributes.update(server_timings(self.reported_usage))
 
 
 def _recording_server_timings(

@@ -42,6 +42,7 @@ from llmtrace.instrumentation.model_call_methods import (
     output_messages,
     reason_text,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk.streaming import StreamedText
 
 logger = logging.getLogger(__name__)
@@ -126,34 +127,32 @@ def _record_response(
     span: Span, response: Any, attributes: dict[str, Any], output_budget: tuple[int, Any] | None
 ) -> None:
     """A whole chat, FIM or embeddings response onto the span, with ``attributes``."""
+    summary = ResponseSummary()
     if response is not None:
         get = fields_of(response).get
         response_id = get("id")
         if isinstance(response_id, str) and response_id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+            summary.response_id = response_id
         model = get("model")
         if isinstance(model, str) and model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+            summary.response_model = model
         choices = get("choices") or ()
         reasons = [reason_text(field_of(choice, "finish_reason")) for choice in choices]
         if any(reasons):
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [r for r in reasons if r]
+            summary.finish_reasons = [r for r in reasons if r]
         data = get("data")
         if data:
             embedding = field_of(data[0], "embedding")
             if isinstance(embedding, list):
                 attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
-        attributes.update(usage_attributes(get("usage")))
+        summary.usage = usage_attributes(get("usage"))
         if output_budget is not None:
             text = "".join(
                 _text_of(field_of(field_of(choice, "message"), "content")) for choice in choices
             )
             if text:
-                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = output_messages(
-                    text, output_budget, None, _first(attributes)
-                )
-    if attributes:
-        span.set_attributes(attributes)
+                summary.output = output_messages(text, output_budget, None, summary.first_reason())
+    summary.record(span, attributes)
 
 
 def _text_of(content: Any) -> str:
@@ -166,19 +165,18 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-class CompletionEventParser:
+class CompletionEventParser(ResponseSummary):
     """Mistral's streamed ``CompletionEvent``s (``event.data`` is the chunk): content or tool-call
     deltas count as output; the last chunk carries the finish reason and usage. O(1) state
     unless content is captured."""
 
-    __slots__ = ("_reasons", "_text", "id", "model", "usage")
+    __slots__ = ("_reasons",)
 
     def __init__(self, text_budget: int = 0, redact: Callable[[str], str] | None = None) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
-        self.usage: dict[str, int] = {}
+        ResponseSummary.__init__(
+            self, StreamedText(text_budget, redact) if text_budget > 0 else None
+        )
         self._reasons: dict[int, str] = {}
-        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
 
     def has_content(self, event: Any) -> bool:
         chunk = getattr(event, "data", None)
@@ -192,9 +190,9 @@ class CompletionEventParser:
         chunk = getattr(event, "data", None)
         if chunk is None:
             return
-        if self.id is None:
-            self.id = chunk.id
-            self.model = chunk.model
+        if self.response_id is None:
+            self.response_id = chunk.id
+            self.response_model = chunk.model
         usage = chunk.usage
         if usage is not None:
             self.usage = usage_attributes(usage)
@@ -202,27 +200,15 @@ class CompletionEventParser:
             reason = reason_text(choice.finish_reason)
             if reason is not None:
                 self._reasons[choice.index] = reason
-            if self._text is not None and self._text.bytes_left > 0:
-                self._text.add(_text_of(choice.delta.content))
-
-    def output_tokens(self) -> int | None:
-        return self.usage.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+            if self.text is not None and self.text.bytes_left > 0:
+                self.text.add(_text_of(choice.delta.content))
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = dict(self.usage)
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
+        self.response_id = self.response_id or None
+        self.response_model = self.response_model or None
         if self._reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [
-                self._reasons[index] for index in sorted(self._reasons)
-            ]
-        if self._text is not None and self._text.parts:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                finish_reason=_first(attributes)
-            )
-        span.set_attributes(attributes)
+            self.finish_reasons = [self._reasons[index] for index in sorted(self._reasons)]
+        self.set_on(span)
 
 
 def _server_url(instance: Any, kwargs: Mapping[str, Any]) -> str:
@@ -322,9 +308,3 @@ class MistralInstrumentor(LibraryInstrumentor):
             )
             yield f"{package}.{module}", f"{cls}.{method}", sync
             yield f"{package}.{module}", f"{cls}.{async_method}", asynchronous
-
-
-def _first(attributes: dict[str, Any]) -> Any:
-    """The first finish reason recorded, for the output message."""
-    reasons = attributes.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS)
-    return reasons[0] if reasons else None

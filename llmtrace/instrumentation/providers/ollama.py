@@ -59,6 +59,7 @@ from llmtrace.instrumentation.model_call import (
     fields_of,
     start_planned_call,
 )
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.instrumentation.server_timings import server_timings_from_ollama
 from llmtrace.sdk import content
 from llmtrace.sdk._safety import log_once
@@ -103,25 +104,26 @@ _OPTIONS: dict[str, str] = {
 }
 
 
-def response_attributes(fields: Fields) -> dict[str, Any]:
-    """What Ollama's final response (or last stream line) says about the call: model, finish
-    reason, token counts and the server's timings in seconds; only what it reported."""
-    attributes: dict[str, Any] = {}
+def summarize(summary: ResponseSummary, fields: Fields) -> dict[str, Any]:
+    """Fill ``summary`` with what Ollama's final response (or last stream line) says about the
+    call (model, finish reason, token counts; only what it reported), and return the server's
+    timings in seconds, the attributes that follow the summary's."""
     model = fields.get("model")
     if isinstance(model, str) and model:
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     reason = fields.get("done_reason")
     if isinstance(reason, str) and reason:
-        attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+        summary.finish_reasons = [reason]
+    usage: dict[str, Any] = {}
     input_tokens = fields.get("prompt_eval_count")
     if is_int(input_tokens):
-        attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+        usage[semconv.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
     output_tokens = fields.get("eval_count")
     if is_int(output_tokens):
-        attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+        usage[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+    summary.usage = usage
     # Every decoded response's fields are a dict (see fields_of).
-    attributes.update(server_timings_from_ollama(cast(Mapping[str, Any], fields)))
-    return attributes
+    return server_timings_from_ollama(cast(Mapping[str, Any], fields))
 
 
 def _tool_calls(message: Any) -> list[dict[str, Any]]:
@@ -173,20 +175,21 @@ def _output_parts(operation: str, fields: Fields) -> tuple[str, str, Any]:
 
 def _record_whole(span: Span, plan: _Plan, response: Any, attributes: dict[str, Any]) -> None:
     fields = fields_of(response)
-    attributes.update(response_attributes(fields))
+    summary = ResponseSummary()
+    timings = summarize(summary, fields)
     if plan.operation == semconv.OP_EMBEDDINGS:
         embeddings = fields.get("embeddings")
         first = embeddings[0] if embeddings else fields.get("embedding")
         if first:
-            attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(first)
+            timings[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(first)
     elif plan.output_budget is not None:
         text, thinking, message = _output_parts(plan.operation, fields)
         tools = _tool_calls(message) if message is not None else []
         reason = fields.get("done_reason")
-        attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
+        summary.output = content.encode_messages(
             [_output_message(text, thinking, tools, reason)], *plan.output_budget
         )
-    content.set_call_attributes(span, attributes)
+    summary.record(span, attributes, timings)
 
 
 def _finish_whole(response: Any, call: ModelCall, plan: _Plan) -> Any:
@@ -204,19 +207,18 @@ def _finish_whole(response: Any, call: ModelCall, plan: _Plan) -> Any:
     return response
 
 
-class ChunkParser:
+class ChunkParser(ResponseSummary):
     """Ollama's stream lines (``ChatResponse`` / ``GenerateResponse``): text, thinking or tool
     calls count as output; the line with ``done`` carries the counts and timings. O(1) state
     unless content is captured."""
 
-    __slots__ = ("_chat", "_final", "_model", "_text", "_thinking", "_tools")
+    __slots__ = ("_chat", "_final", "_thinking", "_tools")
 
     def __init__(self, chat: bool, budget: tuple[int, Callable[[str], str] | None] | None) -> None:
-        self._chat = chat
-        self._model: Any = None
-        self._final: Any = None
         # With content capture on: the answer's text and its thinking, each within the budget.
-        self._text = StreamedText(*budget) if budget is not None else None
+        ResponseSummary.__init__(self, StreamedText(*budget) if budget is not None else None)
+        self._chat = chat
+        self._final: Any = None
         self._thinking = StreamedText(*budget) if budget is not None else None
         self._tools: list[dict[str, Any]] = []
 
@@ -227,15 +229,15 @@ class ChunkParser:
         return bool(chunk.response or chunk.thinking)
 
     def observe(self, chunk: Any) -> None:
-        if self._model is None:
-            self._model = chunk.model
+        if self.response_model is None:
+            self.response_model = chunk.model
         if chunk.done:
             self._final = chunk
-        if self._text is not None and self._thinking is not None:
+        if self.text is not None and self._thinking is not None:
             text, thinking, message = _output_parts(
                 semconv.OP_CHAT if self._chat else semconv.OP_TEXT_COMPLETION, fields_of(chunk)
             )
-            self._text.add(text)
+            self.text.add(text)
             self._thinking.add(thinking)
             if message is not None:
                 self._tools.extend(_tool_calls(message))
@@ -245,21 +247,21 @@ class ChunkParser:
         return count if is_int(count) else None
 
     def finish(self, span: Span) -> None:
-        attributes: dict[str, Any] = {}
+        timings: dict[str, Any] = {}
         if self._final is not None:
-            attributes.update(response_attributes(fields_of(self._final)))
-        elif isinstance(self._model, str) and self._model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self._model
-        if self._text is not None and self._thinking is not None:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
+            self.response_model = None
+            timings = summarize(self, fields_of(self._final))
+        elif not (isinstance(self.response_model, str) and self.response_model):
+            self.response_model = None
+        if self.text is not None and self._thinking is not None:
+            self.output = self.text.output_messages(
                 reasoning="".join(self._thinking.parts),
                 tool_calls=tool_call_parts(self._tools),
                 finish_reason=fields_of(self._final).get("done_reason")
                 if self._final is not None
                 else None,
             )
-        if attributes:
-            span.set_attributes(attributes)
+        self.set_on(span, timings)
 
 
 def _note_status(call: ModelCall, exc: BaseException) -> None:

@@ -35,6 +35,7 @@ from llmtrace.instrumentation.model_call import (
     request_patches,
 )
 from llmtrace.instrumentation.provider import configured_provider_name, provider_name
+from llmtrace.instrumentation.response_summary import ResponseSummary
 from llmtrace.sdk import content
 from llmtrace.sdk.gate import capture_settings
 from llmtrace.sdk.streaming import StreamedText
@@ -173,21 +174,22 @@ def _record_response(
     output_budget: tuple[int, Any] | None = None,
 ) -> None:
     """Write what a whole (non-streamed) response says onto the span, with ``attributes``."""
+    summary = ResponseSummary()
     if response is None:
-        content.set_call_attributes(span, attributes)
+        summary.record(span, attributes)
         return
     get = fields_of(response).get
     response_id = get("id")
     if isinstance(response_id, str):
-        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+        summary.response_id = response_id
     model = get("model")
     if isinstance(model, str):
-        attributes[semconv.GEN_AI_RESPONSE_MODEL] = model
+        summary.response_model = model
     object_type = get("object")
     if object_type == "response":
         reason = _responses_finish_reason(response)
         if reason is not None:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
+            summary.finish_reasons = [reason]
     else:
         reasons = []
         for choice in get("choices") or ():
@@ -195,7 +197,7 @@ def _record_response(
             if reason:
                 reasons.append(reason if reason.__class__ is str else str(reason))
         if reasons:
-            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            summary.finish_reasons = reasons
         if object_type == "list":
             data = get("data")
             if data:
@@ -204,17 +206,13 @@ def _record_response(
                     attributes[semconv.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = len(embedding)
     usage = get("usage")
     if usage is not None:
-        _add_usage(attributes, usage)
+        summary.usage = usage_attributes(usage)
     if output_budget is not None:
         messages = output_messages_of(response)
         if messages:
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
-                messages, *output_budget
-            )
+            summary.output = content.encode_messages(messages, *output_budget)
     timings = get("timings")
-    if timings is not None:
-        attributes.update(_server_timings_of(timings))
-    content.set_call_attributes(span, attributes)
+    summary.record(span, attributes, _server_timings_of(timings) if timings is not None else None)
 
 
 def output_messages_of(response: Any) -> list[dict[str, Any]]:
@@ -280,60 +278,28 @@ def _responses_input_messages(items: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def streamed_response_attributes(
-    response_id: str | None, model: str | None, reasons: dict[int, str], usage: Any
-) -> dict[str, Any]:
-    """The response attributes of a stream of OpenAI-shaped chunks, once it ended: id, model,
-    finish reasons in choice order, and usage as reported (also used for LiteLLM's chunks)."""
-    attributes: dict[str, Any] = {}
-    add_streamed_response(attributes, attributes, response_id, model, reasons, usage)
-    return attributes
+def streamed_reasons(reasons: dict[int, Any]) -> tuple[Any, ...] | None:
+    """A stream's finish reasons by choice index, in choice order; None when none came."""
+    if not reasons:
+        return None
+    # (Most streams have one choice: its reason needs no ordering.)
+    if len(reasons) == 1:
+        return tuple(reasons.values())
+    return tuple(reasons[index] for index in sorted(reasons))
 
 
-_STR = frozenset((str,))
-
-
-def add_streamed_response(
-    plain: dict[str, Any],
-    other: dict[str, Any],
-    response_id: Any,
-    model: Any,
-    reasons: dict[int, Any],
-    usage: Any,
-) -> None:
-    """Add :func:`streamed_response_attributes` to ``plain`` when their values are plain (a
-    str, an int, a tuple of str: what the SDK would keep as they are), else to ``other`` (a
-    server may send anything in a chunk's fields)."""
-    if response_id:
-        (plain if response_id.__class__ is str else other)[semconv.GEN_AI_RESPONSE_ID] = response_id
-    if model:
-        (plain if model.__class__ is str else other)[semconv.GEN_AI_RESPONSE_MODEL] = model
-    if reasons:
-        # (Most streams have one choice: its reason needs no ordering.)
-        values = (
-            tuple(reasons.values())
-            if len(reasons) == 1
-            else tuple(reasons[index] for index in sorted(reasons))
-        )
-        (plain if set(map(type, values)) <= _STR else other)[
-            semconv.GEN_AI_RESPONSE_FINISH_REASONS
-        ] = values
+def summarize_stream(summary: ResponseSummary, reasons: dict[int, Any], usage: Any) -> None:
+    """The finish reasons (by choice index) and the last usage object of a stream of
+    OpenAI-shaped chunks into ``summary`` (also used for LiteLLM's and LlamaIndex's)."""
+    summary.finish_reasons = streamed_reasons(reasons)
     if usage is not None:
-        _add_usage(plain, usage)
+        summary.usage = usage_attributes(usage)
 
 
-class ChatChunkParser:
+class ChatChunkParser(ResponseSummary):
     """Chat Completions and legacy Completions chunks. O(1) state unless content is captured."""
 
-    __slots__ = (
-        "_reasons",
-        "_text",
-        "hides",
-        "id",
-        "model",
-        "timings",
-        "usage",
-    )
+    __slots__ = ("_reasons", "hides", "reported_usage", "timings")
 
     def __init__(
         self,
@@ -341,13 +307,14 @@ class ChatChunkParser:
         text_budget: int = 0,
         redact: Callable[[str], str] | None = None,
     ) -> None:
+        ResponseSummary.__init__(
+            self, StreamedText(text_budget, redact) if text_budget > 0 else None
+        )
         # Looked up once per stream by the recorder: None when every chunk is delivered.
         self.hides: Callable[[Any], bool] | None = self._usage_only if hide_usage else None
         self._reasons: dict[int, str] = {}
-        self._text = StreamedText(text_budget, redact) if text_budget > 0 else None
-        self.id: str | None = None
-        self.model: str | None = None
-        self.usage: Any = None
+        # The last usage object a chunk carried, read at the end.
+        self.reported_usage: Any = None
         self.timings: Any = None
 
     def has_content(self, chunk: Any) -> bool:
@@ -400,12 +367,12 @@ class ChatChunkParser:
         return not chunk.choices and chunk.usage is not None
 
     def observe(self, chunk: Any) -> None:
-        if self.id is None:
-            self.id = chunk.id
-            self.model = chunk.model
+        if self.response_id is None:
+            self.response_id = chunk.id
+            self.response_model = chunk.model
         usage = chunk.usage
         if usage is not None:
-            self.usage = usage
+            self.reported_usage = usage
             self._remember_timings(chunk)
         for choice in chunk.choices:
             reason = choice.finish_reason
@@ -413,14 +380,15 @@ class ChatChunkParser:
                 self._reasons[choice.index] = reason
                 if usage is None:
                     self._remember_timings(chunk)
-            if self._text is not None:
+            text = self.text
+            if text is not None:
                 delta = field_of(choice, "delta")
-                if self._text.bytes_left > 0:
-                    self._text.add(delta.content if delta is not None else field_of(choice, "text"))
+                if text.bytes_left > 0:
+                    text.add(delta.content if delta is not None else field_of(choice, "text"))
                 tool_calls = field_of(delta, "tool_calls") if delta is not None else None
                 for call in tool_calls or ():
                     function = field_of(call, "function")
-                    self._text.add_tool_call(
+                    text.add_tool_call(
                         field_of(call, "index"),
                         field_of(call, "id"),
                         field_of(function, "name"),
@@ -435,20 +403,23 @@ class ChatChunkParser:
             self.timings = timings
 
     def output_tokens(self) -> int | None:
-        if self.usage is None:
+        if self.reported_usage is None:
             return None
-        value = field_of(self.usage, "completion_tokens")
+        value = field_of(self.reported_usage, "completion_tokens")
         return value if isinstance(value, int) else None
+
+    def first_reason(self) -> Any:
+        # The captured message's: the first reason that came.
+        return next(iter(self._reasons.values()), None)
 
     def finish_into(self, plain: dict[str, Any], attributes: dict[str, Any]) -> None:
         """What the stream said, for the recorder (see ChunkParser): the values made plain here
         go where they are not looked at again."""
-        add_streamed_response(plain, attributes, self.id, self.model, self._reasons, self.usage)
-        if self._text is not None and (self._text.parts or self._text.tool_call_pieces):
-            reason = next(iter(self._reasons.values()), None)
-            attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = self._text.output_messages(
-                finish_reason=reason
-            )
+        # An empty id or model is no answer.
+        self.response_id = self.response_id or None
+        self.response_model = self.response_model or None
+        summarize_stream(self, self._reasons, self.reported_usage)
+        self.write(plain, attributes)
         if self.timings is not None:
             attributes.update(_server_timings_of(self.timings))
 
@@ -458,14 +429,13 @@ class ChatChunkParser:
         span.set_attributes(attributes)
 
 
-class ResponsesEventParser:
+class ResponsesEventParser(ResponseSummary):
     """Responses API stream events: content deltas count; the final event has usage and status."""
 
-    __slots__ = ("budget", "final", "id", "model")
+    __slots__ = ("budget", "final")
 
     def __init__(self, budget: tuple[int, Any] | None = None) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
+        ResponseSummary.__init__(self)
         self.final: Any = None
         self.budget = budget
 
@@ -483,8 +453,8 @@ class ResponsesEventParser:
         ):
             response = getattr(event, "response", None)
             if response is not None:
-                self.id = response.id
-                self.model = response.model
+                self.response_id = response.id
+                self.response_model = response.model
                 if kind != "response.created":
                     self.final = response
 
@@ -494,22 +464,19 @@ class ResponsesEventParser:
 
     def finish(self, span: Span) -> None:
         attributes: dict[str, Any] = {}
-        if self.id:
-            attributes[semconv.GEN_AI_RESPONSE_ID] = self.id
-        if self.model:
-            attributes[semconv.GEN_AI_RESPONSE_MODEL] = self.model
-        if self.final is not None:
-            reason = _responses_finish_reason(self.final)
+        self.response_id = self.response_id or None
+        self.response_model = self.response_model or None
+        final = self.final
+        if final is not None:
+            reason = _responses_finish_reason(final)
             if reason:
-                attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [reason]
-            attributes.update(usage_attributes(field_of(self.final, "usage")))
+                self.finish_reasons = [reason]
+            self.usage = usage_attributes(field_of(final, "usage"))
             if self.budget is not None:
-                messages = output_messages_of(self.final)
+                messages = output_messages_of(final)
                 if messages:
-                    attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = content.encode_messages(
-                        messages, *self.budget
-                    )
-        content.set_call_attributes(span, attributes)
+                    self.output = content.encode_messages(messages, *self.budget)
+        self.record(span, attributes)
 
 
 def _input_messages(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
