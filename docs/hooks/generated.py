@@ -3,7 +3,7 @@
 A page asks for one with a marker on a line of its own, replaced before the page is rendered:
 
     <!-- llmtrace:readme -->              README.md, its links into docs/ made relative to docs/
-    <!-- llmtrace:options -->             every option and variable (llmtrace.options.OPTIONS)
+    <!-- llmtrace:options -->             every option and variable (llmtrace.options_reference.OPTIONS)
     <!-- llmtrace:cli -->                 every command and flag (llmtrace.cli.build_parser())
     <!-- llmtrace:supported-table -->     every instrumentation in the registry with its range
     <!-- llmtrace:supported NAME -->      one instrumentation's range, on its integration page
@@ -39,8 +39,8 @@ def readme() -> str:
 
 
 def options_table() -> str:
-    """docs/configuration.md's table: one row per entry of ``llmtrace.options.OPTIONS``."""
-    from llmtrace.options import OPTIONS
+    """docs/configuration.md's table: one row per entry of ``llmtrace.options_reference.OPTIONS``."""
+    from llmtrace.options_reference import OPTIONS
 
     rows = ["| option | environment | default | meaning |", "|---|---|---|---|"]
     for option in OPTIONS:
