@@ -196,6 +196,9 @@ fetch_checked() {
     fetch_error="curl is not installed to download $url"
     return 1
   fi
+  # On a fresh cache nothing has made the destination's directory yet (the Jaeger UI's Node is
+  # fetched before the Collector's builder, which used to make it).
+  mkdir -p "$(dirname "$dest")"
   if ! curl -fsSL --connect-timeout 15 --max-time 900 --retry 2 -o "$dest.part" "$url" 2>"$dest.err"; then
     fetch_error="$url could not be downloaded ($(tail -n 1 "$dest.err"))"
     rm -f "$dest.part" "$dest.err"

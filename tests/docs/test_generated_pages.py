@@ -55,7 +55,9 @@ def test_the_configuration_page_has_every_variable_llmtrace_reads() -> None:
     variables = variables_read_by_the_package()
     assert "LLMTRACE_REQUEST_METRICS_MAX_SPANS" in variables  # the scan finds them
     missing = sorted(name for name in variables if f"`{name}`" not in page)
-    assert not missing, f"not on docs/configuration.md (add them to options_reference.OPTIONS): {missing}"
+    assert not missing, (
+        f"not on docs/configuration.md (add them to options_reference.OPTIONS): {missing}"
+    )
 
 
 def test_the_configuration_defaults_are_the_code_s() -> None:
