@@ -2,7 +2,10 @@
 // test stack of the scalable layout (the request metrics arrive through its OTLP receiver and
 // `llmtrace report --prometheus` queries them). v0.307.3 of the Go module is the Prometheus
 // v3.7.3 release. Built without the web UI's assets (the `builtinassets` tag): the query API
-// is all the tests and the report use.
+// is all the tests and the report use. And with the file and HTTP service discoveries only
+// (plugins/minimum.go; static targets are built in): scripts/backends.sh builds a copy of the
+// module's source whose plugins/plugins.go lists no other, through a `replace` in a copy of this
+// file (measured: 4.2 CPU-minutes instead of 13.2, 896 packages instead of 1,377).
 module llmtrace.dev/backends/prometheus
 
 go 1.24.6
