@@ -437,8 +437,9 @@ def test_report_names_ttft_the_bottleneck_with_the_injected_times(
     model_server, spans, traced, tmp_path
 ):
     """Long delays, so that what is not the model's (LiteLLM preparing the request and putting
-    each chunk together, the in-process server's lateness on a busy machine: a few milliseconds
-    each) stays well inside the 10%."""
+    each chunk together, the in-process server's lateness on a busy machine) stays small beside
+    them. That lateness only ever adds: each stage is at least its injected time, and at most
+    50 ms over it (on two saturated cores the server's timers ran up to 26 ms late per chunk)."""
     from llmtrace.analysis.report import build_report
     from llmtrace.analysis.sources import load_traces
     from llmtrace.sdk.exporters.file import OTLPJsonFileExporter
@@ -457,8 +458,8 @@ def test_report_names_ttft_the_bottleneck_with_the_injected_times(
     assert report.traces == 5
     means = {stage: summary.distribution.mean for stage, summary in report.stages.items()}
     assert report.bottleneck is not None and report.bottleneck.stage == "ttft", means
-    assert means["ttft"] == pytest.approx(0.6, rel=0.1), means
-    assert means["generation"] == pytest.approx(0.2, rel=0.1), means
+    assert 0.6 * 0.99 <= means["ttft"] <= 0.6 + 0.05, means
+    assert 0.2 * 0.99 <= means["generation"] <= 0.2 + 0.05, means
 
 
 # --- replay ---------------------------------------------------------------------------------
