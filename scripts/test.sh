@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what it needs, then lint, types and pytest.
-#   1. Jaeger v2, its web UI, the OpenTelemetry Collector and Prometheus built from source
-#      (scripts/backends.sh, cached; the UI from ../shared/vendor/ where that holds its source),
-#      in the background while steps 2 and 2b run: on a fresh machine each side spends minutes
-#      waiting on downloads (Go modules, npm packages; PyPI wheels, the Rust target) that the
-#      other's compiling fills. Its progress lines start with "backends:"; the suite waits for
-#      it before the steps that need the binaries.
-#   2. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
-#   2b. the sdist and the manylinux wheels that tests/packaging installs (scripts/build_dist.sh,
+#   1. .venv with llmtrace and every dependency (scripts/setup.sh; llama-cpp-python built once)
+#   1b. the sdist and the manylinux wheels that tests/packaging installs (scripts/build_dist.sh,
 #      which installs its tools into the cache once; the build is kept, keyed by the tree's
 #      contents): here rather than inside the test, whose 600 s timeout a first build of both
 #      architectures on 2 cores can exceed
+#   2. Jaeger v2, its web UI, the OpenTelemetry Collector and Prometheus built from source
+#      (scripts/backends.sh, cached; the UI from ../shared/vendor/ where that holds its source)
 #   3. the other instrumentations' virtualenv for tests/peers (scripts/peers.sh, cached)
 #   3a. the OpenTelemetry JS packages of the Node.js service in tests/hops (scripts/node_deps.sh:
 #      npm ci from the committed lock, cached)
@@ -31,28 +27,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
 
-log "backends, in the background (Jaeger v2 and its UI, OpenTelemetry Collector, Prometheus for tests/scale)"
+bash scripts/setup.sh
+log "the sdist and the manylinux wheels (scripts/build_dist.sh; the first build 8-15 minutes, then cached)"
+dist_out=$(mktemp -d)
+bash scripts/build_dist.sh "$dist_out" >/dev/null
+rm -rf "$dist_out"
+log "backends (Jaeger v2 and its UI, OpenTelemetry Collector, Prometheus for tests/scale)"
 # Machines that cannot download the Jaeger UI's source from GitHub keep it beside the repository.
 vendored_ui=../shared/vendor/jaeger-ui-v1.76.0.tar.gz
 if [ -z "${LLMTRACE_JAEGER_UI_SOURCE:-}" ] && [ -f "$vendored_ui" ]; then
   LLMTRACE_JAEGER_UI_SOURCE=$(cd "$(dirname "$vendored_ui")" && pwd)/$(basename "$vendored_ui")
   export LLMTRACE_JAEGER_UI_SOURCE
 fi
-bash scripts/backends.sh --with-prometheus >/dev/null &
-backends_pid=$!
-# A failed step before the wait below must not leave the build running on its own.
-trap 'kill "$backends_pid" 2>/dev/null || true' EXIT
-bash scripts/setup.sh
-log "the sdist and the manylinux wheels (scripts/build_dist.sh; the first build 8-15 minutes, then cached)"
-dist_out=$(mktemp -d)
-bash scripts/build_dist.sh "$dist_out" >/dev/null
-rm -rf "$dist_out"
-log "waiting for the backends (scripts/backends.sh, started above)"
-if ! wait "$backends_pid"; then
-  log "scripts/backends.sh failed: see its lines starting with \"backends:\" above"
-  exit 1
-fi
-trap - EXIT
+bash scripts/backends.sh --with-prometheus >/dev/null
 log "other instrumentations' virtualenv (OpenLLMetry, OpenInference, OpenLIT, Langfuse, openai-v2)"
 bash scripts/peers.sh
 log "OpenTelemetry JS for the Node.js service of tests/hops (scripts/node_deps.sh, npm ci, cached)"
