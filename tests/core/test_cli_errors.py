@@ -193,6 +193,13 @@ def silent_server() -> Iterator[type[_Silent]]:
             handler.release.set()
 
 
+def _interruptible() -> None:
+    # As in a terminal: a suite started in the background by a shell without job control
+    # (`make test &` in a script) hands its children SIGINT ignored, and Python then installs
+    # no KeyboardInterrupt handler, so the child would wait for the server however it is stopped.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_quietly(silent_server: type[_Silent]) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "llmtrace", "report", silent_server.url],  # type: ignore[attr-defined]
@@ -200,6 +207,7 @@ def test_ctrl_c_exits_130_quietly(silent_server: type[_Silent]) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=_environment(),
+        preexec_fn=_interruptible,
     )
     try:
         assert silent_server.arrived.wait(60), "llmtrace never asked the server"
