@@ -3,8 +3,8 @@ paired sign-flip tests (the same questions asked in both runs).
 
 Plain Python (no numpy): the report must run wherever the SDK is installed. The permutation tests
 stay cheap for thousands of traces because every pass over a sample is done by C code
-(``itertools.compress``, ``accumulate``, ``operator.itemgetter``, ``bisect``), never by a Python
-loop over the traces.
+(``itertools.compress``, ``operator.itemgetter``, ``bytes.translate``), never by a Python loop
+over the traces.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import hashlib
 import math
 import random
 import struct
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
+from itertools import compress, repeat
 from operator import itemgetter
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -215,10 +214,32 @@ def seed_of(samples: Sequence[Sequence[float]]) -> int:
     return int.from_bytes(digest.digest()[:8], "big")
 
 
+# 0 <-> 1: the other run's labels, in one C call
+_FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+# a binary numeral's digits as 0/1 bytes
+_BITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
+def _ranks_of(n: int, q: float) -> tuple[int, int, float]:
+    """The 0-based ranks and the weight that :func:`_interpolated` combines for n values."""
+    position = (n - 1) * q
+    lower = math.floor(position)
+    return lower, min(lower + 1, n - 1), position - lower
+
+
 class _PooledSample:
     """One series of both runs pooled, with what each relabelling's statistics need."""
 
-    __slots__ = ("base_count", "cand_count", "in_order", "ordered", "statistics", "total", "values")
+    __slots__ = (
+        "base_count",
+        "cand_count",
+        "in_order",
+        "ordered",
+        "ranks",
+        "statistics",
+        "total",
+        "values",
+    )
 
     def __init__(
         self, base: Sequence[float], cand: Sequence[float], statistics: Sequence[Statistic]
@@ -233,47 +254,47 @@ class _PooledSample:
         self.in_order: Callable[[bytes], tuple[int, ...]] = (
             itemgetter(*order) if len(order) > 1 else lambda labels: (labels[0],)
         )
+        # each quantile's ranks in either run: the run sizes are the same in every relabelling
+        self.ranks = [
+            None
+            if statistic.quantile is None
+            else (
+                _ranks_of(self.base_count, statistic.quantile),
+                _ranks_of(self.cand_count, statistic.quantile),
+            )
+            for statistic in statistics
+        ]
 
     def differences(self, labels: bytes) -> list[float]:
         """Candidate minus baseline of each statistic; ``labels[i]`` is 1 for baseline traces."""
         result = []
-        kth: tuple[Callable[[int], float], Callable[[int], float]] | None = None
-        for statistic in self.statistics:
-            q = statistic.quantile
-            if q is None:
+        runs: tuple[list[float], list[float]] | None = None
+        for ranks in self.ranks:
+            if ranks is None:
                 base_sum = sum(compress(self.values, labels))
                 cand_mean = (self.total - base_sum) / self.cand_count
                 result.append(cand_mean - base_sum / self.base_count)
                 continue
-            if kth is None:
-                kth = self._order_statistics(labels)
-            base_kth, cand_kth = kth
+            if runs is None:
+                runs = self._sorted_runs(labels)
+            base, cand = runs
+            (b_low, b_high, b_weight), (c_low, c_high, c_weight) = ranks
+            # the arithmetic of _interpolated, term for term: the same values to the last bit
+            base_low, cand_low = base[b_low], cand[c_low]
             result.append(
-                _interpolated(cand_kth, self.cand_count, q)
-                - _interpolated(base_kth, self.base_count, q)
+                cand_low
+                + (cand[c_high] - cand_low) * c_weight
+                - (base_low + (base[b_high] - base_low) * b_weight)
             )
         return result
 
-    def _order_statistics(
-        self, labels: bytes
-    ) -> tuple[Callable[[int], float], Callable[[int], float]]:
-        """The k-th smallest value of each run under ``labels``, found by bisection."""
-        # how many baseline traces lie at or below each position of the sorted pooled sample:
-        # a run's k-th smallest value is where its count first reaches k + 1
-        base_counts = list(accumulate(self.in_order(labels)))
-        positions = range(len(base_counts))
-        ordered = self.ordered
-
-        def cand_count(position: int) -> int:
-            return position + 1 - base_counts[position]
-
-        def base_kth(k: int) -> float:
-            return ordered[bisect_left(base_counts, k + 1)]
-
-        def cand_kth(k: int) -> float:
-            return ordered[bisect_left(positions, k + 1, key=cand_count)]
-
-        return base_kth, cand_kth
+    def _sorted_runs(self, labels: bytes) -> tuple[list[float], list[float]]:
+        """Each run's values in ascending order under ``labels``: the pooled sample is sorted
+        once, so picking a run's values out of it in order keeps them sorted (no sort per
+        relabelling, and no Python loop: both picks run in C)."""
+        base = list(compress(self.ordered, self.in_order(labels)))
+        cand = list(compress(self.ordered, self.in_order(labels.translate(_FLIP))))
+        return base, cand
 
 
 def _snapped(value: float) -> float:
@@ -377,10 +398,11 @@ def sign_flip_tests(
     rng = random.Random(seed_of(differences) if seed is None else seed)
     for _ in range(permutations):
         flips = rng.getrandbits(count)
-        # pairs whose bit is set count negative: sum of all minus twice the flipped ones
-        flipped = [i for i in range(count) if flips >> i & 1]
+        # pairs whose bit is set count negative: sum of all minus twice the flipped ones; bit i
+        # as byte i of a 0/1 mask, made in C (fsum is exact, so the order it adds in is moot)
+        flipped = format(flips, f"0{count}b")[::-1].encode().translate(_BITS)
         for series, total, null in zip(magnitudes, totals, nulls, strict=True):
-            null.append(abs(total - 2 * math.fsum(series[i] for i in flipped)))
+            null.append(abs(total - 2 * math.fsum(compress(series, flipped))))
     allowed = math.floor(alpha * (permutations + 1) + 1e-9)
     result = []
     for estimate, spread in zip(observed, nulls, strict=True):

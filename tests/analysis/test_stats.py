@@ -1,16 +1,21 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from llmtrace.analysis.stats import (
     MEAN,
     Statistic,
+    _PooledSample,
+    _random_labels,
     distribution,
     histogram,
     midranks,
     percentile,
     permutation_tests,
     requests_needed,
+    sign_flip_tests,
 )
 
 
@@ -63,6 +68,44 @@ def test_permuted_quantiles_equal_the_report_percentiles() -> None:
         assert q is not None
         assert test.estimate == pytest.approx(percentile(cand[0], q) - percentile(base[0], q))
     assert tests[0].estimate == pytest.approx(sum(cand[0]) / 5 - sum(base[0]) / 7)
+
+
+def test_every_relabelling_gives_exactly_the_percentiles_of_its_two_runs() -> None:
+    # The null distribution is built from each run's values picked out of the pooled sample in
+    # sorted order; it must equal sorting each relabelled run and reading its percentiles, to the
+    # last bit, ties (zeros) and runs of one value included.
+    rng = random.Random(5)
+    statistics = [MEAN, P50, Statistic("p90", 0.9), P95, Statistic("max", 1.0)]
+    for n_base, n_cand in ((1, 1), (1, 7), (7, 5), (40, 60)):
+        base = [rng.choice([0.0, rng.lognormvariate(0.0, 1.0)]) for _ in range(n_base)]
+        cand = [rng.choice([0.0, rng.lognormvariate(0.0, 1.0)]) for _ in range(n_cand)]
+        pooled, values = _PooledSample(base, cand, statistics), [*base, *cand]
+        for _ in range(50):
+            labels = _random_labels(rng, n_base + n_cand, n_base)
+            run_base = [v for v, label in zip(values, labels, strict=True) if label]
+            run_cand = [v for v, label in zip(values, labels, strict=True) if not label]
+            expected = [
+                pooled.differences(labels)[0],
+                *(
+                    percentile(run_cand, s.quantile) - percentile(run_base, s.quantile)
+                    for s in statistics[1:]
+                    if s.quantile is not None
+                ),
+            ]
+            assert pooled.differences(labels) == expected
+            assert expected[0] == pytest.approx(
+                sum(run_cand) / n_cand - sum(run_base) / n_base, abs=1e-12
+            )
+
+
+def test_a_sign_flip_test_counts_the_flipped_pairs_negative() -> None:
+    # 6 pairs, every one slower: the most extreme of 2**6 sign patterns, so p is near 2/64; a
+    # pair at zero ranks 0 and never moves the sum.
+    (test,) = sign_flip_tests([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]], permutations=1999)
+    assert test.estimate == 21.0 and 0.02 < test.p_value < 0.05
+    (tied,) = sign_flip_tests([[0.0, 0.2, -0.3, 0.4, -0.5, 0.6]], permutations=199)
+    assert tied.estimate == 1 - 2 + 3 - 4 + 5  # ranks of |d| among the non-zero pairs, signed
+    assert not tied.significant()
 
 
 def test_the_same_samples_always_get_the_same_p_values() -> None:
