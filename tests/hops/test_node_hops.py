@@ -235,7 +235,9 @@ def check_report(report: Report, fleet: Fleet) -> None:
     hop = orchestrator.stages["network"].distribution
     assert 2 * WIRE - 0.005 <= hop.p50 < 2 * WIRE + 0.025
     rag = report.services[names["rag"]]
-    assert RETRIEVAL <= rag.stages["retrieval"].distribution.p50 < RETRIEVAL + 0.020
+    # (span times are wall-clock readings: a clock adjustment during a request can take a few
+    # tens of microseconds off one, measured once at 0.079939 s for an 80 ms sleep)
+    assert RETRIEVAL - 0.001 <= rag.stages["retrieval"].distribution.p50 < RETRIEVAL + 0.020
     assert FIRST_TOKEN <= rag.stages["ttft"].distribution.p50 < FIRST_TOKEN + 0.030
     # the hop into the RAG service was its caller's: what network it has is its model call's
     # connection set-up (llmtrace's HTTP phases), not the wire of the hop
