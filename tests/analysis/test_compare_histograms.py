@@ -32,6 +32,8 @@ from llmtrace.analysis.render.json import comparison_json, report_json
 from llmtrace.analysis.report_model import Report
 from tests.analysis.simulated_runs import LAYOUTS, bucketed_run
 
+pytestmark = pytest.mark.computes
+
 REQUESTS = 40
 NULL_DRAWS = 200
 CHANGE_DRAWS = 100

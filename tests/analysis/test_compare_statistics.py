@@ -14,9 +14,13 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
+
 from llmtrace.analysis.compare import ALPHA, FASTER, SLOWER, compare
 from llmtrace.analysis.report_model import Report
 from tests.analysis.simulated_runs import simulated_run
+
+pytestmark = pytest.mark.computes
 
 SIGMA = 0.25
 

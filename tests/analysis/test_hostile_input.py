@@ -33,6 +33,8 @@ from llmtrace.analysis import native
 from llmtrace.analysis.otlp import HASHED_ATTRIBUTES, KEPT_ATTRIBUTES
 from tests.analysis.otlp_lines import T0, request_line, simple_trace
 
+pytestmark = pytest.mark.computes
+
 # The readers this install has: the Python one always, the native one when it was built.
 READERS = ("native", "python") if native.available() else ("python",)
 

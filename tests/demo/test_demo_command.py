@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.model, pytest.mark.integration]
+pytestmark = [pytest.mark.model, pytest.mark.integration, pytest.mark.computes]
 
 
 def jaeger_trace(url: str, deadline: float) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import llmtrace
 from tests.servers.model_server import ModelServer
 from tests.subprocesses import clean_environment
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.computes]
 
 REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "llmtrace-otel"
