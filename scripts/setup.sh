@@ -15,7 +15,7 @@
 #   reinstall with unchanged Rust sources recompiles nothing. Without cargo (no Rust toolchain) the
 #   build leaves it out: llmtrace report then reads files with its pure-Python path, about ten
 #   times slower.
-# - llama-cpp-python is built from source once (about 5 minutes on 2 cores) into a wheel cache
+# - llama-cpp-python is built from source once (about 2 minutes on 2 idle cores) into a wheel cache
 #   outside the repository ($LLMTRACE_CACHE/wheels), keyed by version and CPU model.
 # - The versions come from requirements/dev.lock, used as constraints (scripts/lock.sh).
 # - uv (installed into .venv by pip, pinned) installs llmtrace and its dependencies: it keeps every
@@ -83,7 +83,7 @@ build_key=$( (grep -m1 'model name' /proc/cpuinfo; echo "$LLAMA_CMAKE_ARGS"; cat
   | sha256sum | cut -c1-8)
 LLAMA_WHEEL_DIR=$CACHE/wheels/llama-cpp-$LLAMA_CPP_VERSION-$build_key
 if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  log "building llama-cpp-python $LLAMA_CPP_VERSION from source (first time only, 5-10 minutes)"
+  log "building llama-cpp-python $LLAMA_CPP_VERSION from source (first time only, 2-5 minutes)"
   mkdir -p "$LLAMA_WHEEL_DIR"
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$LLAMA_WITHOUT_COMMON" \
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \

@@ -22,7 +22,7 @@
 # at most 4; 0 runs it in this process), a test file to a process. Many tests wait on simulated
 # servers, model delays and backends, others compute (the comparison's simulations, the demo's
 # model): one process per core left the cores idle while a process waited, and on 2 cores three
-# processes took 8 min 34 s where two took 11 min 6 s. Each process starts its own Collector and
+# processes took 8 min 21 s where two took 11 min 6 s. Each process starts its own Collector and
 # Jaeger; a file's module fixtures stay in one process.
 # Idempotent: a second run reuses the environment, the binaries and the wheel cache.
 set -euo pipefail
