@@ -128,8 +128,10 @@ def test_ttft_headers_and_generation_match_injected_delays(model_server, spans):
     assert min(headers) >= 0.1
     assert abs(mean(headers) - mean(sending) - 0.1) < 0.005, (headers, sending)
     # 5 gaps of 20 ms after the first token; beyond them, the time the client library itself
-    # spends parsing the remaining chunks, which the caller's own stopwatch sees too.
-    assert min(generations) >= 0.1 - 0.002
+    # spends parsing the remaining chunks, which the caller's own stopwatch sees too. Less only
+    # by the client reading the first token late (it is the start of the generation, so a late
+    # read shortens it): measured 97.4 ms once with three test processes on two cores.
+    assert min(generations) >= 0.1 - 0.005
     assert abs(mean(generations) - mean(watched)) < 0.005, (generations, watched)
 
 
