@@ -76,12 +76,16 @@ def _interpolated(kth: Callable[[int], float], n: int, q: float) -> float:
     """The q-quantile of n values given the k-th smallest (0-based) by ``kth``."""
     if n == 0:
         return math.nan
-    position = (n - 1) * q
-    lower = math.floor(position)
-    upper = min(lower + 1, n - 1)
-    fraction = position - lower
+    lower, upper, fraction = _ranks_of(n, q)
     low_value = kth(lower)
     return low_value + (kth(upper) - low_value) * fraction
+
+
+def _ranks_of(n: int, q: float) -> tuple[int, int, float]:
+    """The 0-based ranks of n values between which the q-quantile lies, and its weight."""
+    position = (n - 1) * q
+    lower = math.floor(position)
+    return lower, min(lower + 1, n - 1), position - lower
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -220,26 +224,10 @@ _FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 _BITS = bytes.maketrans(b"01", b"\x00\x01")
 
 
-def _ranks_of(n: int, q: float) -> tuple[int, int, float]:
-    """The 0-based ranks and the weight that :func:`_interpolated` combines for n values."""
-    position = (n - 1) * q
-    lower = math.floor(position)
-    return lower, min(lower + 1, n - 1), position - lower
-
-
 class _PooledSample:
     """One series of both runs pooled, with what each relabelling's statistics need."""
 
-    __slots__ = (
-        "base_count",
-        "cand_count",
-        "in_order",
-        "ordered",
-        "ranks",
-        "statistics",
-        "total",
-        "values",
-    )
+    __slots__ = ("base_count", "cand_count", "in_order", "ordered", "ranks", "total", "values")
 
     def __init__(
         self, base: Sequence[float], cand: Sequence[float], statistics: Sequence[Statistic]
@@ -247,7 +235,6 @@ class _PooledSample:
         self.values = [*base, *cand]
         self.base_count, self.cand_count = len(base), len(cand)
         self.total = sum(self.values)
-        self.statistics = statistics
         order = sorted(range(len(self.values)), key=self.values.__getitem__)
         self.ordered = [self.values[i] for i in order]
         # labels in the pooled sample's sorted order, in one C call
