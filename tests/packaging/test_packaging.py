@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 import llmtrace
+from tests.build_cache import CACHE
 from tests.servers.model_server import ModelServer
 from tests.subprocesses import clean_environment
 
@@ -111,7 +112,6 @@ class Dist:
     wheels: dict[str, Path]  # by architecture
 
 
-CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
 INSTALLS_CACHE = CACHE / "venvs" / "packaging"
 # Installs of other keys kept per name (the checkout's tree changes between runs; others' runs
 # may still be using an older one)

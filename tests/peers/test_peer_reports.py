@@ -14,7 +14,6 @@ ends, never inside a model call's wait for its first token, which the timing che
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -27,17 +26,13 @@ from typing import Any
 import pytest
 
 from tests.backends.fixtures import spans_in_file, wait_for_spans
+from tests.build_cache import CACHE
 from tests.servers.model_server import ModelServer
 from tests.subprocesses import clean_environment, run
 
 REPO = Path(__file__).resolve().parents[2]
 APP = Path(__file__).resolve().parent / "apps" / "rag_app.py"
-PEERS_PYTHON = (
-    Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
-    / "peers-venv"
-    / "bin"
-    / "python"
-)
+PEERS_PYTHON = CACHE / "peers-venv" / "bin" / "python"
 REQUESTS = 5
 FIRST_TOKEN = 0.300
 # The report's TTFT against what the server did (the injected delay plus its own lateness): the

@@ -25,13 +25,13 @@ import pytest
 from llmtrace import semconv as sc
 from llmtrace.analysis.otlp import attribute_value
 from llmtrace.demo.minilm import MiniLMEmbedder
+from tests.build_cache import CACHE
 from tests.subprocesses import clean_environment, run
 
 # It builds (or finds) a virtualenv and runs a program in it.
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
 VENV = Path(os.environ.get("LLMTRACE_TORCH_VENV", CACHE / "torch-venv"))
 TEXTS = [
     "Why is the sky blue?",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.build_cache import CACHE
 
 SAMPLE = Path(__file__).with_name("decorated_sample.py")
 
@@ -27,9 +28,8 @@ def _cache_dir() -> Path:
     sample against llmtrace and OpenTelemetry from an empty cache takes 20 s of CPU, from a warm
     one a second or two. mypy checks every cached module against its source and its own
     version, so a stale entry is rebuilt, never trusted."""
-    cache = Path(os.environ.get("LLMTRACE_CACHE", Path.home() / ".cache" / "llmtrace"))
     environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
-    return cache / "mypy-typing" / environment
+    return CACHE / "mypy-typing" / environment
 
 
 def test_decorators_keep_the_signature_for_mypy():
