@@ -77,13 +77,20 @@ WALL_CLOCK_FACTOR = 4
 # keep the whole comparison under ten minutes on two cores.
 SEEDS = (0, 1, 2)
 
-# What a configuration is called in the tables, in the order printed.
+# What a configuration is called in the tables, in the order printed. "llmtrace-unpropagated" is
+# llmtrace with ``OTEL_PROPAGATORS=none``: the request goes out without the ``traceparent`` header
+# llmtrace adds by default (so that a model server or the next service joins the trace), which
+# none of the peers' rows sends (OpenTelemetry's httpx instrumentation would, with a span of its
+# own). One more request header costs the client itself tens of thousands of instructions per
+# call (httpx, httpcore and h11 each handle it): that row compares like with like, the "llmtrace"
+# row says what propagation costs beside it.
 LABELS = {
     "none": "no instrumentation",
     "anthropic-own": "the anthropic client's own span (on by default)",
     "hand": "hand-written span, one attribute",
     "otel": "OpenTelemetry openai-v2",
     "llmtrace": "llmtrace",
+    "llmtrace-unpropagated": "llmtrace, no traceparent (OTEL_PROPAGATORS=none)",
     "openlit": "OpenLIT",
     "openinference": "OpenInference",
     "langfuse": "Langfuse",
@@ -345,6 +352,9 @@ def _run_child(
             "TRACELOOP_TELEMETRY": "false",
             "OTEL_SDK_DISABLED": "false",
         }
+        if config == "llmtrace-unpropagated":
+            # llmtrace sending the request the peers send (see LABELS).
+            env["OTEL_PROPAGATORS"] = "none"
         if config != "anthropic-own":
             # The anthropic client makes a span of its own per call when a provider is set; off,
             # so that each row is the cost of the configuration alone (the row "anthropic-own"
@@ -492,8 +502,15 @@ def per_call_table(
 def stream_table(
     title: str, measured: dict[str, Measured], short: str, long: str, configs: Sequence[str]
 ) -> None:
-    """Per streamed call and per chunk (instructions: the seeds' mean and spread), wall clock and
-    spans per call."""
+    """Per stream: what the short and the long stream each add, whole (instructions: the seeds'
+    mean and spread; the figures of record), then the straight line through those two, split
+    into a fixed part and a part per chunk; wall clock and spans per call.
+
+    The fixed part is the line at no chunk at all (an OpenAI chat stream has a role chunk and a
+    finish chunk besides its content chunks): what such a stream would add, which no call is.
+    A configuration whose work per chunk is small has a larger fixed part than one that does its
+    work chunk by chunk, and still costs less on every stream: hence the whole streams first.
+    """
     rows = []
     for config in configs:
         if short not in measured[config].spans:
@@ -503,6 +520,14 @@ def stream_table(
         rows.append(
             [
                 LABELS[config],
+                kilo(
+                    added(measured, config, short, "instructions"),
+                    added_per_seed(measured, config, short),
+                ),
+                kilo(
+                    added(measured, config, long, "instructions"),
+                    added_per_seed(measured, config, long),
+                ),
                 kilo(counted[1] if counted else None, [call for _, call in per_seed]),
                 kilo(counted[0] if counted else None, [chunk for chunk, _ in per_seed]),
                 wall_clock(measured, config, short),
@@ -510,11 +535,14 @@ def stream_table(
             ]
         )
     print_table(
-        f"{title} ({SHORT_TOKENS} and {LONG_TOKENS} content chunks; wall clock: the short stream)",
+        f"{title} (streams of {SHORT_TOKENS} and {LONG_TOKENS} content chunks; wall clock: the short"
+        " stream)",
         [
             "configuration",
-            "added instructions per call (seeds' lowest..highest)",
-            "per chunk",
+            "added per short stream, whole (seeds' lowest..highest)",
+            "per long stream, whole",
+            "of which fixed (derived)",
+            "per chunk (derived)",
             "wall clock per call",
             "spans (attributes) per call",
         ],
@@ -579,7 +607,7 @@ def _setup(config: str, exporter: _CountingExporter) -> dict[str, Any]:
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
         OpenAIInstrumentor().instrument()
-    elif config == "llmtrace":
+    elif config in ("llmtrace", "llmtrace-unpropagated"):
         import llmtrace
 
         # The application's provider is reused; every installed library llmtrace knows is

@@ -9,13 +9,15 @@ here; for scale), with the spans each configuration produced per call (a configu
 records nothing is not cheap, it is absent):
 
 - OpenAI non-streaming: added per call;
-- OpenAI streaming and Anthropic streaming: added per streamed chunk and per call;
+- OpenAI streaming and Anthropic streaming: added per whole stream, a short and a long one (the
+  figures of record), and the straight line through those two: a fixed part and a part per chunk;
 - decorators on a function that does nothing: ``@llmtrace.workflow``, OpenLLMetry's
   ``@workflow``, Langfuse's ``@observe`` and a hand-written span, per call.
 
 The configurations: no instrumentation; a hand-written span with one attribute around the call;
-OpenTelemetry's openai-v2 instrumentation; llmtrace; OpenLIT; OpenInference; Langfuse;
-OpenLLMetry. Each runs in its own process of the peers' virtualenv (``scripts/peers.sh``, created
+OpenTelemetry's openai-v2 instrumentation; llmtrace; llmtrace without the ``traceparent`` header
+it sends by default (``OTEL_PROPAGATORS=none``: the request the peers send); OpenLIT;
+OpenInference; Langfuse; OpenLLMetry. Each runs in its own process of the peers' virtualenv (``scripts/peers.sh``, created
 on first use); ``benchmarks/_peers.py`` says how the pipeline is kept the same for all.
 
     python benchmarks/overhead_peers.py [--calls 8] [--seeds 0,1,2] [--no-instructions] [--at COMMIT]
@@ -40,6 +42,7 @@ SCENARIOS = {
     "hand": [*CLIENTS, "decorator"],
     "otel": ["openai", "openai-stream", "openai-stream-long"],
     "llmtrace": [*CLIENTS, "decorator"],
+    "llmtrace-unpropagated": CLIENTS,
     "openlit": CLIENTS,
     "openinference": CLIENTS,
     "langfuse": ["openai", "openai-stream", "openai-stream-long", "decorator"],
