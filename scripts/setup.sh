@@ -58,7 +58,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade pip setuptools wheel
+# pip and setuptools at the lock's versions before anything is built with them (the llama wheel
+# below): not "the newest", which a fresh clone would get at whatever release the index had that
+# day. (wheel is not needed: setuptools builds wheels itself, and pip builds in isolation.)
+"${PIP[@]}" install -q -c requirements/dev.lock pip setuptools
 
 CONSTRAINTS=$CACHE/constraints.txt
 # A version that does not exist: any attempt to install torch fails loudly instead of pulling CUDA.
