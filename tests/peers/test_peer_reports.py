@@ -18,7 +18,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -154,6 +154,9 @@ def _report(*args: str, native: bool = True) -> dict[str, Any]:
     return data
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _recorded_first_tokens(path: Path) -> list[float]:
     """First-token times (seconds after the span's start) as the peers wrote them, in the order
     the calls started: OpenInference's first-token event, Langfuse's completion start time,
@@ -172,7 +175,10 @@ def _recorded_first_tokens(path: Path) -> list[float]:
                         if attribute["key"] == "langfuse.observation.completion_start_time":
                             text = json.loads(value["stringValue"])
                             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-                            found.append((start, moment.timestamp() - start / 1e9))
+                            # In whole microseconds, as written: seconds since the epoch as a
+                            # float keep only about a quarter of a microsecond.
+                            micros = (moment - _EPOCH) // timedelta(microseconds=1)
+                            found.append((start, (micros * 1000 - start) / 1e9))
                         if attribute["key"] == "gen_ai.server.time_to_first_token":
                             found.append((start, value["doubleValue"]))
     assert len(found) == REQUESTS
