@@ -453,6 +453,15 @@ def kilo(value: float | None, spread: Sequence[float] = ()) -> str:
     return f"{value / 1e3:+,.0f} k ({min(spread) / 1e3:,.0f}..{max(spread) / 1e3:,.0f})"
 
 
+def added_kilo(measured: dict[str, Measured], config: str, scenario: str) -> str:
+    """:func:`kilo` of the instructions ``config`` adds per call of ``scenario``, with its seeds'
+    spread."""
+    return kilo(
+        added(measured, config, scenario, "instructions"),
+        added_per_seed(measured, config, scenario),
+    )
+
+
 def spans(measured: dict[str, Measured], config: str, scenario: str) -> str:
     """Spans per call, and their attributes (all spans' together) per call."""
     count = measured[config].spans.get(scenario)
@@ -486,10 +495,7 @@ def per_call_table(
         (
             [
                 LABELS[config],
-                kilo(
-                    added(measured, config, scenario, "instructions"),
-                    added_per_seed(measured, config, scenario),
-                ),
+                added_kilo(measured, config, scenario),
                 wall_clock(measured, config, scenario),
                 spans(measured, config, scenario),
             ]
@@ -520,14 +526,8 @@ def stream_table(
         rows.append(
             [
                 LABELS[config],
-                kilo(
-                    added(measured, config, short, "instructions"),
-                    added_per_seed(measured, config, short),
-                ),
-                kilo(
-                    added(measured, config, long, "instructions"),
-                    added_per_seed(measured, config, long),
-                ),
+                added_kilo(measured, config, short),
+                added_kilo(measured, config, long),
                 kilo(counted[1] if counted else None, [call for _, call in per_seed]),
                 kilo(counted[0] if counted else None, [chunk for chunk, _ in per_seed]),
                 wall_clock(measured, config, short),
